@@ -1,0 +1,131 @@
+"""Points and vectors of the tangent bundle $TQ$, forms on it, the vertical lift $\\tau$.
+
+In the chart $(q, v)$ of $TQ$ a tangent vector $X \\in T_{(q,v)}TQ$ has a horizontal part `dq`
+($\\pi_* X$) and a vertical part `dv`. Thesis §2.1 and §3.1.
+"""
+
+from collections.abc import Callable
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+
+def _as_inexact(x):
+    x = jnp.asarray(x)
+    return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(float)
+
+
+class State(eqx.Module):
+    """A point $(q, v)$ of $TQ$.
+
+    **Arguments:**
+
+    - `q`: configuration coordinates, shape `(n,)` (or `(..., n)` for a batch).
+    - `v`: velocity coordinates, the same shape as `q`.
+
+    Batch with `jax.vmap`, or give leading axes to both `q` and `v`.
+    """
+
+    q: Float[Array, "... n"] = eqx.field(converter=_as_inexact)
+    v: Float[Array, "... n"] = eqx.field(converter=_as_inexact)
+
+    def __check_init__(self):
+        if self.q.shape != self.v.shape or self.q.ndim == 0:
+            raise ValueError(
+                f"State(q, v) needs q and v of the same shape (..., n); got q {self.q.shape} "
+                f"and v {self.v.shape}."
+            )
+
+
+class TangentVector(eqx.Module):
+    """A vector $X = (\\delta q, \\delta v) \\in T_{(q,v)}TQ$ in the chart of $TQ$."""
+
+    dq: Float[Array, " n"]
+    dv: Float[Array, " n"]
+
+    def flat(self) -> Float[Array, " 2n"]:
+        """The $2n$ components $(\\delta q, \\delta v)$."""
+        return jnp.concatenate([self.dq, self.dv])
+
+    @classmethod
+    def from_flat(cls, x: Float[Array, " 2n"]) -> "TangentVector":
+        n = x.shape[-1] // 2
+        return cls(x[:n], x[n:])
+
+    def is_special_at(self, state: State) -> bool:
+        """Whether $\\pi_* X = v$ (the vector of a second-order equation), to round-off."""
+        return jnp.allclose(self.dq, state.v)
+
+    def __add__(self, other):
+        return TangentVector(self.dq + other.dq, self.dv + other.dv)
+
+    def __sub__(self, other):
+        return TangentVector(self.dq - other.dq, self.dv - other.dv)
+
+
+def vertical_lift(u: Float[Array, " n"]) -> TangentVector:
+    """The vertical lift $\\tau(u) = (0, u)$ of $u \\in T_qQ$ (thesis §2.1)."""
+    u = jnp.asarray(u)
+    return TangentVector(jnp.zeros_like(u), u)
+
+
+def vertical_lift_inverse(X: TangentVector) -> Float[Array, " n"]:
+    """$\\tau^{-1}$: the vertical part of a vertical vector $X = (0, u) \\mapsto u$."""
+    return X.dv
+
+
+class SpecialVectorField(eqx.Module):
+    """A special (second-order) vector field $X(q, v) = (v, Z(q, v))$ on $TQ$ (thesis (3.9)).
+
+    **Arguments:**
+
+    - `acceleration`: $Z$, a function `(state) -> (n,)`.
+    """
+
+    acceleration: Callable
+
+    def __call__(self, state: State) -> TangentVector:
+        return TangentVector(state.v, self.acceleration(state))
+
+
+class HorizontalForm(eqx.Module):
+    """A horizontal 1-form on $TQ$ (a force): $F(w) = F(\\pi_* w)$, thesis §2.1.
+
+    **Arguments:**
+
+    - `covector`: a function `(q, v) -> (n,)` giving the components $F_i$ with $F = F_i\\,dq^i$.
+    """
+
+    covector: Callable
+
+    def __call__(self, state: State, w: TangentVector | Float[Array, " n"]) -> Float[Array, ""]:
+        """The work $F(w)$; `w` may be a vector of $TQ$ or of $T_qQ$."""
+        u = w.dq if isinstance(w, TangentVector) else w
+        return jnp.dot(self.covector(state.q, state.v), u)
+
+    def on_tq(self, state: State) -> Float[Array, " 2n"]:
+        """The $2n$ components of $F$ as a 1-form on $TQ$ (zero $dv$ part)."""
+        f = self.covector(state.q, state.v)
+        return jnp.concatenate([f, jnp.zeros_like(f)])
+
+
+class TwoForm(eqx.Module):
+    """A 2-form on $T_{(q,v)}TQ$ given by its matrix: $\\omega(X, Y) = X^\\top \\Omega Y$.
+
+    For $\\omega_L$ (thesis (2.5)), $\\Omega = [[B - B^\\top, -M], [M, 0]]$ with
+    $B_{ij} = \\partial^2 L / \\partial q^i \\partial v^j$ and $M$ the mass matrix.
+    """
+
+    matrix: Float[Array, "2n 2n"]
+
+    def __call__(self, X: TangentVector, Y: TangentVector) -> Float[Array, ""]:
+        return X.flat() @ self.matrix @ Y.flat()
+
+    def flat(self, X: TangentVector) -> Float[Array, " 2n"]:
+        """$X \\mapsto \\omega(X, \\cdot)$, a 1-form given by its $2n$ components."""
+        return self.matrix.T @ X.flat()
+
+    def sharp(self, alpha: Float[Array, " 2n"]) -> TangentVector:
+        """The inverse of `flat`: the unique $X_\\alpha$ with $\\omega(X_\\alpha, \\cdot) = \\alpha$ (3.1)."""
+        return TangentVector.from_flat(jnp.linalg.solve(self.matrix.T, alpha))

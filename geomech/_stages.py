@@ -1,0 +1,158 @@
+"""The stages every solver shares, computed once per state: $M$, $Q$, $A$, $b$, $C$, projections.
+
+For a special field $X = (v, a)$, $d\\phi(X) = 0 \\iff A a = b$ with $A = \\partial\\phi/\\partial v$ and
+$b = -(\\partial\\phi/\\partial q) v - \\partial_t\\phi$ (Lemma 1). $\\mathcal{W} = \\ker C$, with
+$C = A$ for ideal constraints ($\\mathcal{W} = \\mathcal{D}$).
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+from jaxtyping import Array, Float
+
+from ._bundle import State
+from ._linalg import null_space, rank_tolerance, relative_min_singular_value
+from ._system import LagrangianSystem
+
+
+class Stages(eqx.Module):
+    """Everything about one state $(t, q, v)$ that the solvers need, computed once.
+
+    `M a_U = Q`; `F0` is the known-work covector ($0$ for ideal constraints); `A a = b` are the
+    constraints on accelerations; `C` annihilates $\\mathcal{W}$.
+    """
+
+    system: LagrangianSystem
+    state: State
+    t: Float[Array, ""]
+    M: Float[Array, "n n"]
+    M_cho: Float[Array, "n n"]
+    Q: Float[Array, " n"]
+    F0: Float[Array, " n"]
+    A: Float[Array, "k n"]
+    b: Float[Array, " k"]
+    C: Float[Array, "k n"]
+    ideal: bool = eqx.field(static=True)
+
+    @property
+    def n(self) -> int:
+        return self.M.shape[0]
+
+    @property
+    def k(self) -> int:
+        return self.A.shape[0]
+
+    def solve_M(self, x):
+        """$M^{-1} x$ by the Cholesky factor computed once."""
+        return jsl.cho_solve((self.M_cho, True), x)
+
+    @property
+    def a_U(self) -> Float[Array, " n"]:
+        """Acceleration of $X_U$ (2.9)."""
+        return self.solve_M(self.Q)
+
+    @property
+    def a_Ubar(self) -> Float[Array, " n"]:
+        """Acceleration of $X_{\\bar U} = X_U + X_{F^0}$ (5.41); equal to $a_U$ for ideal constraints."""
+        return self.solve_M(self.Q + self.F0)
+
+    @property
+    def a_0(self) -> Float[Array, " n"]:
+        """An $X_0 \\in \\mathcal{S}(\\mathcal{C})$ (Lemma 1): $a_0 = M^{-1}A^\\top(AM^{-1}A^\\top)^{-1} b$."""
+        MinvAT = self.solve_M(self.A.T)
+        return MinvAT @ jnp.linalg.solve(self.A @ MinvAT, self.b)
+
+    def project_Wperp(self, u: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
+        """$\\Pi_{\\mathcal{W}^\\perp} u = M^{-1}C^\\top(AM^{-1}C^\\top)^{-1}A u$ (3.20)."""
+        MinvCT = self.solve_M(self.C.T)
+        return MinvCT @ jnp.linalg.solve(self.A @ MinvCT, self.A @ u)
+
+    def project_D(self, u: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
+        """$\\Pi_{\\mathcal{D}} u = u - \\Pi_{\\mathcal{W}^\\perp} u$ (3.20)."""
+        return u - self.project_Wperp(u)
+
+    @property
+    def Pi_D(self) -> Float[Array, "n n"]:
+        return self.project_D(jnp.eye(self.n, dtype=self.M.dtype))
+
+    @property
+    def Pi_Wperp(self) -> Float[Array, "n n"]:
+        return self.project_Wperp(jnp.eye(self.n, dtype=self.M.dtype))
+
+    @property
+    def bracket(self) -> Float[Array, "n n"]:
+        """The Gram matrix $G$ of $[\\cdot,\\cdot]$ (4.1): $\\Pi_D^\\top M \\Pi_D + (I-\\Pi_D)^\\top M (I-\\Pi_D)$."""
+        P, R = self.Pi_D, self.Pi_Wperp
+        return P.T @ self.M @ P + R.T @ self.M @ R
+
+    @property
+    def D_basis(self) -> Float[Array, "n n-k"]:
+        """An orthonormal basis of the virtual displacements $\\mathcal{D} = \\ker A$ (3.10)."""
+        return null_space(self.A)
+
+    @property
+    def W_basis(self) -> Float[Array, "n n-k"]:
+        """A basis of $\\mathcal{W}$ (the user's basis if one was given, else $\\ker C$)."""
+        ws = self.system.work_space
+        if ws is None:
+            return self.D_basis
+        return ws.basis_matrix(self.t, self.state.q, self.state.v, time_dependent=self.system.time_dependent)
+
+
+def _check_mass_matrix(M, M_cho):
+    d = jnp.diagonal(M_cho)
+    bad = ~jnp.all(jnp.isfinite(M_cho)) | (jnp.min(d) ** 2 <= rank_tolerance(M.dtype, M.shape[0]) * jnp.max(jnp.abs(jnp.diagonal(M))))
+    return eqx.error_if(
+        M_cho, bad,
+        "the mass matrix M = ∂²L/∂v∂v is not positive definite at this state (singular or "
+        "indefinite): L must be regular (2.6) with a positive kinetic energy in every velocity.",
+    )
+
+
+def _check_constraints(A, S):
+    tol = rank_tolerance(A.dtype, A.shape[1])
+    A = eqx.error_if(
+        A, relative_min_singular_value(A) <= tol,
+        "the constraints are not admissible (3.7): ∂φ/∂v has rank < k at this state. Remove "
+        "redundant constraint rows or write the constraint so that its velocity Jacobian has full rank.",
+    )
+    return eqx.error_if(
+        A, relative_min_singular_value(S) <= tol,
+        "condition (3.19) T_qQ = D ⊕ W^⊥ fails at this state (A M⁻¹ Cᵀ is singular): the work space "
+        "W must have dim W = dim D and W^⊥ ∩ D = {0}; choose another W.",
+    )
+
+
+def assemble(system: LagrangianSystem, state: State, t=0.0, *, checks: bool = True) -> Stages:
+    """Compute the shared stages at `(t, state)`; shape errors raise before tracing.
+
+    With `checks=True` the value conditions (regular $L$, admissibility (3.7), condition (3.19))
+    are checked with `eqx.error_if`; simulations may turn them off and rely on non-finite values.
+    """
+    system.check_shapes(state, t)
+    q, v = state.q, state.v
+    t = jnp.asarray(t, q.dtype)
+    td = system.time_dependent
+    M = system.mass_matrix(state, t)
+    M_cho = jnp.linalg.cholesky(M)
+    if checks:
+        M_cho = _check_mass_matrix(M, M_cho)
+    Q = system.generalized_force(state, t)
+    F0 = system.known_work_force(t, q, v)
+    if system.constraint is None:
+        A = jnp.zeros((0, q.shape[0]), q.dtype)
+        b = jnp.zeros((0,), q.dtype)
+        return Stages(system, state, t, M, M_cho, Q, F0, A, b, A, ideal=True)
+    phi = lambda t_, q_, v_: system.constraint.residual(t_, q_, v_, time_dependent=td)
+    A = jax.jacfwd(phi, argnums=2)(t, q, v)  # A = ∂φ/∂v
+    # b = -(∂φ/∂q v + ∂_t φ), so that dφ(v, a) = 0 ⇔ A a = b (Lemma 1)
+    b = -jax.jvp(lambda t_, q_: phi(t_, q_, v), (t, q), (jnp.ones_like(t), v))[1]
+    ideal = system.work_space is None
+    C = A if ideal else system.work_space.annihilator_matrix(t, q, v, time_dependent=td)
+    if checks:
+        S = A @ jsl.cho_solve((M_cho, True), C.T)
+        A = _check_constraints(A, S)
+        if ideal:
+            C = A
+    return Stages(system, state, t, M, M_cho, Q, F0, A, b, C, ideal=ideal)

@@ -1,0 +1,204 @@
+"""The Lagrangian system: $L$, its mass matrix, energy, Legendre map, $\\omega_L$ and $X_U$."""
+
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ._bundle import State, TangentVector, TwoForm
+from ._constraint import AbstractConstraint, Subspace, call
+from ._manifold import AbstractManifold, Euclidean
+
+
+class LagrangianSystem(eqx.Module):
+    """A mechanical system $(Q, L, F^e, \\mathcal{C}, \\mathcal{W}, F^0)$ of thesis ch. 3 and §5.2.
+
+    **Arguments:**
+
+    - `lagrangian`: $L$ `(q, v) -> scalar` (or `(t, q, v)` with `time_dependent=True`); any
+        JAX-traceable callable, e.g. an `eqx.Module` whose fields are parameters.
+    - `force`: external force $F^e$ `(q, v) -> (n,)` covector, a horizontal 1-form; `None` for none.
+    - `constraint`: a `Constraint`, `HolonomicConstraint`, `LinearConstraint` or a stack of them.
+    - `work_space`: a `Subspace` $\\mathcal{W}$ on which the constraint force does no work;
+        `None` means $\\mathcal{W} = \\mathcal{D}$ (ideal constraints, Četaev).
+    - `known_work`: $F^0$ `(q, v) -> (n,)`, a covector with $F^c(u) = F^0(u)$ for $u \\in \\mathcal{W}$
+        (non-ideal constraints with known work, (5.41)–(5.44)).
+    - `manifold`: the configuration manifold; `Euclidean(n)` with `n` from the state by default.
+    - `time_dependent`: if `True`, every user function above takes `t` as its first argument.
+    """
+
+    lagrangian: Callable
+    force: Callable | None = None
+    constraint: AbstractConstraint | None = None
+    work_space: Subspace | None = None
+    known_work: Callable | None = None
+    manifold: AbstractManifold | None = None
+    time_dependent: bool = eqx.field(default=False, static=True)
+
+    def __check_init__(self):
+        if not callable(self.lagrangian):
+            raise TypeError("lagrangian must be a callable L(q, v) (or L(t, q, v)).")
+        if self.constraint is not None and not isinstance(self.constraint, AbstractConstraint):
+            raise TypeError(
+                "constraint must be a gm.Constraint, gm.HolonomicConstraint, gm.LinearConstraint or "
+                f"gm.Constraint.stack([...]); got {type(self.constraint).__name__}."
+            )
+        if self.work_space is not None:
+            if not isinstance(self.work_space, Subspace):
+                raise TypeError("work_space must be a gm.Subspace(basis=...) or gm.Subspace(annihilator=...).")
+            if self.constraint is None:
+                raise ValueError("work_space is given but there is no constraint: W only matters with constraints.")
+        if self.known_work is not None and self.constraint is None:
+            raise ValueError("known_work is given but there is no constraint to do that work.")
+        for name in ("force", "known_work"):
+            f = getattr(self, name)
+            if f is not None and not callable(f):
+                raise TypeError(f"{name} must be a callable returning an (n,) covector.")
+        if self.manifold is not None and not isinstance(self.manifold, AbstractManifold):
+            raise TypeError("manifold must be a gm.Euclidean(n), gm.Circle() or gm.Product(...).")
+
+    # -- the user's functions, called uniformly as f(t, q, v) ------------------------------------
+
+    def L(self, t, q, v) -> Float[Array, ""]:
+        """$L(t, q, v)$ (the `t` is ignored unless `time_dependent`)."""
+        return call(self.lagrangian, t, q, v, time_dependent=self.time_dependent)
+
+    def external_force(self, t, q, v) -> Float[Array, " n"]:
+        """$F^e(t, q, v)$, zero if no force was given."""
+        if self.force is None:
+            return jnp.zeros_like(v)
+        return jnp.asarray(call(self.force, t, q, v, time_dependent=self.time_dependent))
+
+    def known_work_force(self, t, q, v) -> Float[Array, " n"]:
+        """$F^0(t, q, v)$ of §5.2, zero for ideal constraints."""
+        if self.known_work is None:
+            return jnp.zeros_like(v)
+        return jnp.asarray(call(self.known_work, t, q, v, time_dependent=self.time_dependent))
+
+    def dim(self, state: State) -> int:
+        return self.manifold.dim if self.manifold is not None else state.q.shape[-1]
+
+    def check_shapes(self, state: State, t=0.0) -> int:
+        """Check the shapes of $L$, $F^e$, $\\phi$, $\\mathcal{W}$, $F^0$ against `state`; return $k$.
+
+        Raises `ValueError` (before any tracing) with a message naming the mismatch.
+        """
+        if not isinstance(state, State):
+            raise TypeError(f"expected a gm.State(q, v), got {type(state).__name__}.")
+        if state.q.ndim != 1:
+            raise ValueError(
+                f"got a state with q of shape {state.q.shape}; these functions take one point of TQ "
+                "with q of shape (n,): batch with jax.vmap (simulate accepts a leading batch axis)."
+            )
+        n = state.q.shape[0]
+        if self.manifold is not None:
+            self.manifold.check(state.q)
+        sq = jax.ShapeDtypeStruct((n,), state.q.dtype)
+        st = jax.ShapeDtypeStruct((), state.q.dtype)
+
+        def shape_of(f, name):
+            try:
+                return jax.eval_shape(f, st, sq, sq).shape
+            except (TypeError, ValueError, IndexError) as e:
+                raise ValueError(f"{name} failed on a state with n = {n} coordinates: {e}") from e
+
+        if shape_of(self.L, "the Lagrangian") != ():
+            raise ValueError(f"the Lagrangian must return a scalar, got shape {shape_of(self.L, 'L')}.")
+        for f, name in ((self.external_force, "force"), (self.known_work_force, "known_work")):
+            s = shape_of(f, name)
+            if s != (n,):
+                raise ValueError(f"{name} must return a covector of shape ({n},), got {s}.")
+        if self.constraint is None:
+            return 0
+        td = self.time_dependent
+        k_shape = shape_of(lambda t, q, v: self.constraint.residual(t, q, v, time_dependent=td), "the constraint")
+        k = k_shape[0]
+        if not 1 <= k <= n - 1:
+            raise ValueError(
+                f"{k} constraints on {n} coordinates: need 1 <= k <= n - 1 independent constraints."
+            )
+        if self.work_space is not None:
+            ws = self.work_space
+            if ws.annihilator is not None:
+                s = shape_of(lambda t, q, v: ws.annihilator_matrix(t, q, v, time_dependent=td), "work_space")
+                want, what = (k, n), "annihilator"
+            else:
+                s = shape_of(lambda t, q, v: ws.basis_matrix(t, q, v, time_dependent=td), "work_space")
+                want, what = (n, n - k), "basis"
+            if s != want:
+                raise ValueError(
+                    f"work_space {what} has shape {s} but with n = {n} coordinates and k = {k} "
+                    f"constraints it must be {want} (dim W = dim D = n - k, condition (3.19))."
+                )
+        return k
+
+    # -- thesis objects -------------------------------------------------------------------------
+
+    def mass_matrix(self, state: State, t=0.0) -> Float[Array, "n n"]:
+        """$M = \\partial^2 L / \\partial v \\partial v$ (thesis §3.1)."""
+        return jax.hessian(self.L, argnums=2)(t, state.q, state.v)
+
+    def momentum(self, state: State, t=0.0) -> Float[Array, " n"]:
+        """$\\partial L / \\partial v$, the fibre part of the Legendre map."""
+        return jax.grad(self.L, argnums=2)(t, state.q, state.v)
+
+    def legendre(self, state: State, t=0.0) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
+        """The Legendre transform $FL(q, v) = (q, \\partial L/\\partial v)$ (2.3)."""
+        return state.q, self.momentum(state, t)
+
+    def energy(self, state: State, t=0.0) -> Float[Array, ""]:
+        """$E_L = \\partial L/\\partial v \\cdot v - L$ (2.7)."""
+        return self.momentum(state, t) @ state.v - self.L(t, state.q, state.v)
+
+    def lagrangian_two_form(self, state: State, t=0.0) -> TwoForm:
+        """$\\omega_L$ in the chart of $TQ$ (2.5): $\\Omega = [[B - B^\\top, -M], [M, 0]]$."""
+        dLdv = jax.grad(self.L, argnums=2)
+        B = jax.jacfwd(dLdv, argnums=1)(t, state.q, state.v).T  # B_ij = ∂²L/∂q^i∂v^j
+        M = self.mass_matrix(state, t)
+        Z = jnp.zeros_like(M)
+        return TwoForm(jnp.block([[B - B.T, -M], [M, Z]]))
+
+    def generalized_force(self, state: State, t=0.0) -> Float[Array, " n"]:
+        """$Q$ with $M a_U = Q$: $\\partial L/\\partial q - (\\partial^2 L/\\partial v \\partial q) v
+        - \\partial_t \\partial L/\\partial v + F^e$ (the coordinate form (2.10) of (2.9))."""
+        q, v = state.q, state.v
+        dLdv = jax.grad(self.L, argnums=2)
+        t = jnp.asarray(t, q.dtype)
+        # d/dt (∂L/∂v) at fixed v along (t, q) -> (t + s, q + s v): the mixed and ∂_t terms at once
+        _, mixed = jax.jvp(lambda t_, q_: dLdv(t_, q_, v), (t, q), (jnp.ones_like(t), v))
+        return jax.grad(self.L, argnums=1)(t, q, v) - mixed + self.external_force(t, q, v)
+
+    def energy_differential(self, state: State, t=0.0) -> Float[Array, " 2n"]:
+        """$dE_L$ as a 1-form on $TQ$ ($2n$ components)."""
+        return jnp.concatenate(jax.grad(lambda q, v: self.energy(State(q, v), t), argnums=(0, 1))(state.q, state.v))
+
+    def unconstrained_field(self, state: State, t=0.0, *, invariant: bool = False) -> TangentVector:
+        """$X_U$ with $\\omega_L(X_U, \\cdot) = -dE_L + F^e$ (2.9), (3.4).
+
+        `invariant=False` (default) solves $M a = Q$; `invariant=True` solves the $2n$ system with
+        $\\omega_L$ itself. For a time-dependent $L$ the invariant route adds the horizontal
+        1-form $-\\partial_t(\\partial L/\\partial v)$ to the right-hand side (Observation 1).
+        """
+        q, v = state.q, state.v
+        if not invariant:
+            a = jnp.linalg.solve(self.mass_matrix(state, t), self.generalized_force(state, t))
+            return TangentVector(v, a)
+        t = jnp.asarray(t, q.dtype)
+        dLdv_t = jax.grad(jax.grad(self.L, argnums=2), argnums=0)
+        horizontal = self.external_force(t, q, v) - dLdv_t(t, q, v)
+        alpha = -self.energy_differential(state, t) + jnp.concatenate([horizontal, jnp.zeros_like(v)])
+        return self.lagrangian_two_form(state, t).sharp(alpha)
+
+    def constraint_residual(self, state: State, t=0.0) -> Float[Array, " k"]:
+        """$\\phi(t, q, v)$ (empty if unconstrained)."""
+        if self.constraint is None:
+            return jnp.zeros((0,), state.q.dtype)
+        return self.constraint.residual(t, state.q, state.v, time_dependent=self.time_dependent)
+
+    def position_residual(self, state: State, t=0.0) -> Float[Array, " m"]:
+        """$h(t, q)$ of the holonomic constraints (empty if there are none)."""
+        if self.constraint is None:
+            return jnp.zeros((0,), state.q.dtype)
+        return self.constraint.position_residual(t, state.q, time_dependent=self.time_dependent)

@@ -1,0 +1,51 @@
+import equinox as eqx
+import jax.numpy as jnp
+
+from .._constraint import LinearConstraint, Subspace
+from .._system import LagrangianSystem
+
+
+def _default_A(q):
+    return 0.3 + 0.2 * jnp.sin(q[0]) + 0.1 * jnp.cos(q[1])
+
+
+class ThesisExample2(eqx.Module):
+    """Thesis Example 2 (§3.2): two equal charges $e$ on a line joined by a spring, with the
+    generalized nonholonomic constraint $A(q)\\,\\dot q^1 = \\dot q^2$ imposed by a uniform field $E(t)$.
+
+    Coordinates $q = (q^1, q^2)$, $q^1 < q^2$. $U = \\tfrac12\\kappa(q^2 - q^1 - a)^2 - k e^2/(q^2 - q^1)$
+    (the thesis prints the spring term without its square; the square is meant). The constraint
+    force $F^c = eE(dq^1 + dq^2)$ does no work on $\\mathcal{W} = \\mathrm{span}\\{(1, -1)\\}$, so
+    $\\mathcal{W} \\ne \\mathcal{D} = \\mathrm{span}\\{(1, A)\\}$; (3.19) holds iff $m_1/m_2 \\ne A$.
+    `A` is a function of $q$ (default a non-constant one).
+    """
+
+    m1: float = 1.0
+    m2: float = 2.0
+    kappa: float = 3.0
+    a: float = 1.0
+    coulomb: float = 0.5  # k e^2
+    A: object = _default_A
+
+    def lagrangian(self, q, v):
+        r = q[1] - q[0]
+        U = 0.5 * self.kappa * (r - self.a) ** 2 - self.coulomb / r
+        return 0.5 * (self.m1 * v[0] ** 2 + self.m2 * v[1] ** 2) - U
+
+    def constraint_row(self, q):
+        """$\phi = A(q) v^1 - v^2$ as the row $(A(q), -1)$."""
+        return jnp.stack([self.A(q), -jnp.ones_like(q[0])])[None, :]
+
+    def W_annihilator(self, q, v):
+        """$C = (1, 1)$: $F^c = eE(dq^1 + dq^2)$ vanishes on $\mathcal{W} = \ker C$."""
+        return jnp.ones((1, 2), q.dtype)
+
+    def system(self) -> LagrangianSystem:
+        return LagrangianSystem(
+            self.lagrangian,
+            constraint=LinearConstraint(self.constraint_row),
+            work_space=Subspace(annihilator=self.W_annihilator),
+        )
+
+    def __call__(self) -> LagrangianSystem:
+        return self.system()
