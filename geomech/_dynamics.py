@@ -29,11 +29,13 @@ def constrained_acceleration(stages: Stages, solver: AbstractSolver) -> Float[Ar
     return solver.acceleration(stages)
 
 
+@eqx.filter_jit
 def unconstrained_acceleration(system: LagrangianSystem, state: State, t=0.0) -> Float[Array, " n"]:
     """The acceleration of $X_U$, $\\omega_L(X_U, \\cdot) = -dE_L + F^e$ (2.9), ignoring constraints."""
     return assemble(system, state, t).a_U
 
 
+@eqx.filter_jit
 def acceleration(
     system: LagrangianSystem, state: State, solver: AbstractSolver = Projection(), t=0.0
 ) -> Float[Array, " n"]:
@@ -52,6 +54,7 @@ def acceleration(
     return constrained_acceleration(assemble(system, state, t), solver)
 
 
+@eqx.filter_jit
 def constrained_field(
     system: LagrangianSystem, state: State, solver: AbstractSolver = Projection(), t=0.0
 ) -> TangentVector:
@@ -59,6 +62,7 @@ def constrained_field(
     return TangentVector(state.v, acceleration(system, state, solver, t))
 
 
+@eqx.filter_jit
 def constraint_force(
     system: LagrangianSystem, state: State, solver: AbstractSolver = Projection(), t=0.0
 ) -> Float[Array, " n"]:
@@ -72,6 +76,7 @@ def constraint_force(
     return stages.M @ (constrained_acceleration(stages, solver) - stages.a_U)
 
 
+@eqx.filter_jit
 def multipliers(
     system: LagrangianSystem, state: State, solver: AbstractSolver = Projection(), t=0.0
 ) -> Float[Array, " k"]:

@@ -20,7 +20,12 @@ def rank_tolerance(dtype, n: int):
     return 100.0 * max(n, 1) * jnp.finfo(dtype).eps
 
 
-def relative_min_singular_value(S: Float[Array, "k m"]) -> Float[Array, ""]:
-    """$\\sigma_{\\min}(S) / \\sigma_{\\max}(S)$, without gradient (used only by checks)."""
-    s = jnp.linalg.svd(jax.lax.stop_gradient(S), compute_uv=False)
-    return jnp.where(s[0] > 0, s[-1] / jnp.where(s[0] > 0, s[0], 1.0), 0.0)
+def unit_rows(X: Float[Array, "k m"]) -> Float[Array, "k m"]:
+    """`X` with each row scaled to unit Euclidean length (zero rows stay zero)."""
+    norms = jnp.linalg.norm(X, axis=-1, keepdims=True)
+    return X / jnp.where(norms > 0, norms, 1.0)
+
+
+def min_singular_value(S: Float[Array, "k m"]) -> Float[Array, ""]:
+    """$\\sigma_{\\min}(S)$, without gradient (used only by checks)."""
+    return jnp.linalg.svd(jax.lax.stop_gradient(S), compute_uv=False)[-1]

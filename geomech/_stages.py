@@ -12,7 +12,7 @@ import jax.scipy.linalg as jsl
 from jaxtyping import Array, Float
 
 from ._bundle import State
-from ._linalg import null_space, rank_tolerance, relative_min_singular_value
+from ._linalg import min_singular_value, null_space, rank_tolerance, unit_rows
 from ._system import LagrangianSystem
 
 
@@ -99,6 +99,31 @@ class Stages(eqx.Module):
             return self.D_basis
         return ws.basis_matrix(self.t, self.state.q, self.state.v, time_dependent=self.system.time_dependent)
 
+    def M_orthonormalize(self, E: Float[Array, "n m"]) -> Float[Array, "n m"]:
+        """Columns spanning the same subspace as the (independent) columns of `E`, $M$-orthonormal:
+        $E L^{-\\top}$ with $E^\\top M E = L L^\\top$."""
+        L = jnp.linalg.cholesky(E.T @ self.M @ E)
+        return jsl.solve_triangular(L, E.T, lower=True).T
+
+    def solve_with_constraints(self, R: Float[Array, "m n"], r: Float[Array, " m"]) -> Float[Array, " n"]:
+        """The $a$ with $R a = r$ and $A a = b$ (Lemma 1), for rows $R$ that complete $A$ to rank $n$.
+
+        Solved in the least-squares sense by a QR factorisation, so $R$ may contain redundant rows
+        as long as the stacked system is consistent (used by Kane-type and Gibbs–Appell solvers).
+        """
+        Qf, Rf = jnp.linalg.qr(jnp.concatenate([R, self.A]))
+        return jsl.solve_triangular(Rf, Qf.T @ jnp.concatenate([r, self.b]), lower=False)
+
+    def solve_saddle(
+        self, H: Float[Array, "n n"], P: Float[Array, "k n"], r: Float[Array, " n"]
+    ) -> tuple[Float[Array, " n"], Float[Array, " k"]]:
+        """The saddle-point (KKT) system $\\begin{pmatrix} H & -P^\\top \\\\ A & 0\\end{pmatrix}
+        \\begin{pmatrix} a \\\\ \\lambda \\end{pmatrix} = \\begin{pmatrix} r \\\\ b \\end{pmatrix}$; returns $(a, \\lambda)$."""
+        n, k = self.n, self.k
+        K = jnp.block([[H, -P.T], [self.A, jnp.zeros((k, k), H.dtype)]])
+        x = jnp.linalg.solve(K, jnp.concatenate([r, self.b]))
+        return x[:n], x[n:]
+
 
 def _check_mass_matrix(M, M_cho):
     d = jnp.diagonal(M_cho)
@@ -110,15 +135,18 @@ def _check_mass_matrix(M, M_cho):
     )
 
 
-def _check_constraints(A, S):
+def _check_constraints(A, C, M_cho):
+    """Admissibility (3.7) and condition (3.19), scale-free: rows are normalized, and (3.19) is
+    tested on $\\hat A \\hat C^\\top$ with $\\hat A$, $\\hat C$ the unit rows of $A L^{-\\top}$, $C L^{-\\top}$ ($M = L L^\\top$)."""
     tol = rank_tolerance(A.dtype, A.shape[1])
+    whiten = lambda X: unit_rows(jsl.solve_triangular(M_cho, X.T, lower=True).T)
     A = eqx.error_if(
-        A, relative_min_singular_value(A) <= tol,
+        A, min_singular_value(unit_rows(A)) <= tol,
         "the constraints are not admissible (3.7): ∂φ/∂v has rank < k at this state. Remove "
         "redundant constraint rows or write the constraint so that its velocity Jacobian has full rank.",
     )
     return eqx.error_if(
-        A, relative_min_singular_value(S) <= tol,
+        A, min_singular_value(whiten(A) @ whiten(C).T) <= tol,
         "condition (3.19) T_qQ = D ⊕ W^⊥ fails at this state (A M⁻¹ Cᵀ is singular): the work space "
         "W must have dim W = dim D and W^⊥ ∩ D = {0}; choose another W.",
     )
@@ -151,8 +179,7 @@ def assemble(system: LagrangianSystem, state: State, t=0.0, *, checks: bool = Tr
     ideal = system.work_space is None
     C = A if ideal else system.work_space.annihilator_matrix(t, q, v, time_dependent=td)
     if checks:
-        S = A @ jsl.cho_solve((M_cho, True), C.T)
-        A = _check_constraints(A, S)
+        A = _check_constraints(A, C, M_cho)
         if ideal:
             C = A
     return Stages(system, state, t, M, M_cho, Q, F0, A, b, C, ideal=ideal)

@@ -186,7 +186,7 @@ class LagrangianSystem(eqx.Module):
             a = jnp.linalg.solve(self.mass_matrix(state, t), self.generalized_force(state, t))
             return TangentVector(v, a)
         t = jnp.asarray(t, q.dtype)
-        dLdv_t = jax.grad(jax.grad(self.L, argnums=2), argnums=0)
+        dLdv_t = jax.jacfwd(jax.grad(self.L, argnums=2), argnums=0)  # ∂_t (∂L/∂v)
         horizontal = self.external_force(t, q, v) - dLdv_t(t, q, v)
         alpha = -self.energy_differential(state, t) + jnp.concatenate([horizontal, jnp.zeros_like(v)])
         return self.lagrangian_two_form(state, t).sharp(alpha)

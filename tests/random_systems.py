@@ -24,7 +24,7 @@ class RandomLagrangian(eqx.Module):
     def mass(self, q):
         n = q.shape[0]
         B = self.B0 + jnp.tensordot(jnp.sin(q), self.B1, axes=1)
-        return B @ B.T + n * jnp.eye(n)
+        return B @ B.T + n * jnp.eye(n, dtype=q.dtype)
 
     def __call__(self, *args):
         t, q, v = args if self.time_dependent else (0.0, *args)

@@ -1,5 +1,9 @@
+from typing import ClassVar
+
 import equinox as eqx
 import jax.numpy as jnp
+
+from .._bundle import State
 
 from .._constraint import LinearConstraint, Subspace
 from .._system import LagrangianSystem
@@ -27,17 +31,22 @@ class ThesisExample2(eqx.Module):
     coulomb: float = 0.5  # k e^2
     A: object = _default_A
 
+    description: ClassVar[str] = "thesis Example 2: charges on a line, generalized constraint with W != D"
+    coordinates: ClassVar[tuple[str, ...]] = ("q1", "q2")
+    t0: ClassVar[float] = 0.0
+    t1: ClassVar[float] = 5.0
+
     def lagrangian(self, q, v):
         r = q[1] - q[0]
         U = 0.5 * self.kappa * (r - self.a) ** 2 - self.coulomb / r
         return 0.5 * (self.m1 * v[0] ** 2 + self.m2 * v[1] ** 2) - U
 
     def constraint_row(self, q):
-        """$\phi = A(q) v^1 - v^2$ as the row $(A(q), -1)$."""
+        """$\\phi = A(q) v^1 - v^2$ as the row $(A(q), -1)$."""
         return jnp.stack([self.A(q), -jnp.ones_like(q[0])])[None, :]
 
     def W_annihilator(self, q, v):
-        """$C = (1, 1)$: $F^c = eE(dq^1 + dq^2)$ vanishes on $\mathcal{W} = \ker C$."""
+        """$C = (1, 1)$: $F^c = eE(dq^1 + dq^2)$ vanishes on $\\mathcal{W} = \\ker C$."""
         return jnp.ones((1, 2), q.dtype)
 
     def system(self) -> LagrangianSystem:
@@ -49,3 +58,8 @@ class ThesisExample2(eqx.Module):
 
     def __call__(self) -> LagrangianSystem:
         return self.system()
+
+    def initial_state(self, q=(0.0, 1.2), v1=0.5) -> State:
+        """Charges at `q` with $\\dot q^1 = $ `v1` and $\\dot q^2 = A(q)\\dot q^1$ (on $\\mathcal C$)."""
+        q = jnp.asarray(q, float)
+        return State(q, jnp.stack([jnp.asarray(v1, float), self.A(q) * v1]))

@@ -1,0 +1,83 @@
+"""jit, vmap and grad through `acceleration`, checked against eager calls and central differences."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from random_systems import random_system
+
+import geomech as gm
+
+
+@pytest.fixture(scope="module", params=[dict(seed=50), dict(seed=51, time_dependent=True, generalized=False)])
+def case(request):
+    return random_system(**request.param)
+
+
+def test_jit_matches_eager(case):
+    system, s, t = case
+    stages = gm.assemble(system, s, t)  # eager, unjitted path
+    eager = stages.a_Ubar - stages.project_Wperp(stages.a_Ubar - stages.a_0)
+    np.testing.assert_allclose(gm.acceleration(system, s, t=t), eager, rtol=1e-12)
+
+
+def test_vmap_over_states(case):
+    system, s, t = case
+    ts = jnp.full(3, t)
+    batch = jax.tree.map(lambda x: jnp.stack([x, x, x]), s)
+    out = jax.vmap(lambda st, tt: gm.acceleration(system, st, t=tt))(batch, ts)
+    for i in range(3):
+        np.testing.assert_allclose(out[i], gm.acceleration(system, s, t=t), rtol=1e-12)
+    # off-C states too (acceleration must keep working slightly off C, as inside an integrator)
+    rng = np.random.default_rng(0)
+    noisy = gm.State(batch.q + 1e-6 * rng.normal(size=batch.q.shape), batch.v + 1e-6 * rng.normal(size=batch.q.shape))
+    out2 = jax.vmap(lambda st: gm.acceleration(system, st, t=t))(noisy)
+    for i in range(3):
+        st_i = jax.tree.map(lambda x: x[i], noisy)
+        np.testing.assert_allclose(out2[i], gm.acceleration(system, st_i, t=t), rtol=1e-10)
+
+
+def _central_fd(f, x, h=1e-6):
+    x = np.asarray(x, float)
+    out = []
+    for i in range(x.size):
+        e = np.zeros_like(x)
+        e.flat[i] = h
+        out.append((f(jnp.asarray(x + e)) - f(jnp.asarray(x - e))) / (2 * h))
+    out = np.stack(out, axis=-1)
+    return out.reshape(out.shape[:-1] + x.shape)
+
+
+def test_grad_wrt_state_matches_fd(case):
+    system, s, t = case
+    f = lambda q: gm.acceleration(system, gm.State(q, s.v), t=t)
+    J = jax.jacfwd(f)(s.q)
+    np.testing.assert_allclose(J, _central_fd(f, s.q), rtol=1e-6, atol=1e-7)
+    g = lambda v: gm.acceleration(system, gm.State(s.q, v), t=t)[0]
+    np.testing.assert_allclose(jax.grad(g)(s.v), _central_fd(g, s.v), rtol=1e-6, atol=1e-7)
+
+
+def test_grad_wrt_parameters_matches_fd(case):
+    """Reverse mode w.r.t. the fields of an eqx.Module Lagrangian (mass matrix and potential)."""
+    system, s, t = case
+    w = jnp.asarray(np.random.default_rng(1).normal(size=s.q.shape))
+
+    def loss(sys_):
+        return w @ gm.acceleration(sys_, s, t=t) + gm.constraint_force(sys_, s, t=t) @ w
+
+    grads = eqx.filter_grad(loss)(system)
+    for leaf in ("B0", "K"):
+        get = lambda sy: getattr(sy.lagrangian, leaf)
+        x0 = get(system)
+        fd = _central_fd(lambda x: loss(eqx.tree_at(get, system, x)), x0)
+        np.testing.assert_allclose(get(grads), fd, rtol=1e-6, atol=1e-7)
+
+
+def test_float32():
+    system, s, t = random_system(52, force=False)  # the force closes over float64 arrays
+    s32 = gm.State(s.q.astype(jnp.float32), s.v.astype(jnp.float32))
+    sys32 = jax.tree.map(lambda x: x.astype(jnp.float32) if eqx.is_inexact_array(x) else x, system)
+    a32 = gm.acceleration(sys32, s32, t=t)
+    assert a32.dtype == jnp.float32
+    np.testing.assert_allclose(a32, gm.acceleration(system, s, t=t), rtol=1e-4, atol=1e-4)
