@@ -19,8 +19,8 @@ from ._system import LagrangianSystem
 class Stages(eqx.Module):
     """Everything about one state $(t, q, v)$ that the solvers need, computed once.
 
-    `M a_U = Q`; `F0` is the known-work covector ($0$ for ideal constraints); `A a = b` are the
-    constraints on accelerations; `C` annihilates $\\mathcal{W}$.
+    `M a_U = Q`; `F0` is the known-work covector ($0$ for ideal constraints); `phi` is
+    $\\phi(t, q, v)$; `A a = b` are the constraints on accelerations; `C` annihilates $\\mathcal{W}$.
     """
 
     system: LagrangianSystem
@@ -30,6 +30,7 @@ class Stages(eqx.Module):
     M_cho: Float[Array, "n n"]
     Q: Float[Array, " n"]
     F0: Float[Array, " n"]
+    phi: Float[Array, " k"]
     A: Float[Array, "k n"]
     b: Float[Array, " k"]
     C: Float[Array, "k n"]
@@ -171,15 +172,16 @@ def assemble(system: LagrangianSystem, state: State, t=0.0, *, checks: bool = Tr
     if system.constraint is None:
         A = jnp.zeros((0, q.shape[0]), q.dtype)
         b = jnp.zeros((0,), q.dtype)
-        return Stages(system, state, t, M, M_cho, Q, F0, A, b, A, ideal=True)
+        return Stages(system, state, t, M, M_cho, Q, F0, b, A, b, A, ideal=True)
     phi = lambda t_, q_, v_: system.constraint.residual(t_, q_, v_, time_dependent=td)
     A = jax.jacfwd(phi, argnums=2)(t, q, v)  # A = ∂φ/∂v
     # b = -(∂φ/∂q v + ∂_t φ), so that dφ(v, a) = 0 ⇔ A a = b (Lemma 1)
-    b = -jax.jvp(lambda t_, q_: phi(t_, q_, v), (t, q), (jnp.ones_like(t), v))[1]
+    phi_value, dphi = jax.jvp(lambda t_, q_: phi(t_, q_, v), (t, q), (jnp.ones_like(t), v))
+    b = -dphi
     ideal = system.work_space is None
     C = A if ideal else system.work_space.annihilator_matrix(t, q, v, time_dependent=td)
     if checks:
         A = _check_constraints(A, C, M_cho)
         if ideal:
             C = A
-    return Stages(system, state, t, M, M_cho, Q, F0, A, b, C, ideal=ideal)
+    return Stages(system, state, t, M, M_cho, Q, F0, phi_value, A, b, C, ideal=ideal)

@@ -4,7 +4,6 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._bundle import State
-
 from .._constraint import LinearConstraint, Subspace
 from .._system import LagrangianSystem
 
@@ -21,17 +20,20 @@ class ThesisExample2(eqx.Module):
     (the thesis prints the spring term without its square; the square is meant). The constraint
     force $F^c = eE(dq^1 + dq^2)$ does no work on $\\mathcal{W} = \\mathrm{span}\\{(1, -1)\\}$, so
     $\\mathcal{W} \\ne \\mathcal{D} = \\mathrm{span}\\{(1, A)\\}$; (3.19) holds iff $m_1/m_2 \\ne A$.
-    `A` is a function of $q$ (default a non-constant one).
+    `A` is a function of $q$; the default $A(q) = 0.3 + 0.2\\sin q^1 + 0.1\\cos q^2$ stays in
+    $[0, 0.6]$, clear of $m_1/m_2 = 2$ for the default masses.
     """
 
-    m1: float = 1.0
-    m2: float = 2.0
+    m1: float = 2.0
+    m2: float = 1.0
     kappa: float = 3.0
     a: float = 1.0
     coulomb: float = 0.5  # k e^2
     A: object = _default_A
 
-    description: ClassVar[str] = "thesis Example 2: charges on a line, generalized constraint with W != D"
+    description: ClassVar[str] = (
+        "thesis Example 2: charges on a line, generalized constraint with W != D"
+    )
     coordinates: ClassVar[tuple[str, ...]] = ("q1", "q2")
     t0: ClassVar[float] = 0.0
     t1: ClassVar[float] = 5.0
