@@ -1,4 +1,47 @@
-"""Ready-made systems from the seeds. Each returns a `LagrangianSystem`; parameters are fields."""
+"""Ready-made systems from the seeds. Each model is an `eqx.Module` whose fields are its parameters;
+`model.system()` (or `model()`) returns the `LagrangianSystem` and `model.initial_state()` a consistent
+`State` on the constraint manifold at `model.t0`. `MODELS` maps registry names to the classes."""
 
-from ._pendulum import CartesianPendulum as CartesianPendulum
+from ._appell import AppellHamel as AppellHamel
+from ._pendulum import (
+    CartesianPendulum as CartesianPendulum,
+)
+from ._pendulum import (
+    DoublePendulum as DoublePendulum,
+)
+from ._pendulum import (
+    PlanarChain as PlanarChain,
+)
+from ._pendulum import (
+    PolarPendulum as PolarPendulum,
+)
+from ._pendulum import (
+    SphericalPendulum as SphericalPendulum,
+)
+from ._rheonomic import BeadOnRotatingWire as BeadOnRotatingWire
+from ._rheonomic import Pursuit as Pursuit
+from ._rolling import (
+    ChaplyginSleigh as ChaplyginSleigh,
+)
+from ._rolling import (
+    RollingDisk as RollingDisk,
+)
+from ._rolling import (
+    RollingHoop as RollingHoop,
+)
 from ._thesis import ThesisExample2 as ThesisExample2
+
+MODELS: dict[str, type] = {
+    "pendulum": CartesianPendulum,
+    "pendulum_polar": PolarPendulum,
+    "double_pendulum": DoublePendulum,
+    "chain": PlanarChain,
+    "spherical_pendulum": SphericalPendulum,
+    "bead_on_wire": BeadOnRotatingWire,
+    "pursuit": Pursuit,
+    "sleigh": ChaplyginSleigh,
+    "rolling_disk": RollingDisk,
+    "rolling_hoop": RollingHoop,
+    "thesis_example2": ThesisExample2,
+    "appell_hamel": AppellHamel,
+}

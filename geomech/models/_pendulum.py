@@ -7,7 +7,13 @@ import jax.numpy as jnp
 
 from .._bundle import State
 from .._constraint import HolonomicConstraint, LinearConstraint
+from .._symmetry import LieAlgebraAction
 from .._system import LagrangianSystem
+
+
+def _z_rotation_generator(q):
+    """$\\xi_Q = (-y, x, 0)$: the rotation of $(x, y, z)$ about the $z$ axis."""
+    return jnp.stack([-q[1], q[0], jnp.zeros_like(q[0])])[:, None]
 
 
 def _planar_positions(lengths, angles):
@@ -94,7 +100,9 @@ class PolarPendulum(eqx.Module):
 
     def lagrangian(self, q, v):
         rho, phi = q
-        return 0.5 * self.m * (v[0] ** 2 + rho**2 * v[1] ** 2) + self.m * self.g * rho * jnp.cos(phi)  # (78)
+        return 0.5 * self.m * (v[0] ** 2 + rho**2 * v[1] ** 2) + self.m * self.g * rho * jnp.cos(
+            phi
+        )  # (78)
 
     def h(self, q):
         return q[0] - self.l  # (79)
@@ -106,8 +114,10 @@ class PolarPendulum(eqx.Module):
         return self.system()
 
     def initial_state(self, angle=0.5, rate=1.0) -> State:
-        return State(jnp.stack([jnp.asarray(self.l, float), jnp.asarray(angle, float)]),
-                     jnp.stack([jnp.asarray(0.0), jnp.asarray(rate, float)]))
+        return State(
+            jnp.stack([jnp.asarray(self.l, float), jnp.asarray(angle, float)]),
+            jnp.stack([jnp.asarray(0.0), jnp.asarray(rate, float)]),
+        )
 
 
 class PlanarChain(eqx.Module):
@@ -126,7 +136,9 @@ class PlanarChain(eqx.Module):
     lengths: jnp.ndarray
     g: float = 9.81
 
-    description: ClassVar[str] = "N-link planar pendulum chain in Cartesian coordinates, x down (seed 001 §3.3)"
+    description: ClassVar[str] = (
+        "N-link planar pendulum chain in Cartesian coordinates, x down (seed 001 §3.3)"
+    )
     t0: ClassVar[float] = 0.0
     t1: ClassVar[float] = 10.0
 
@@ -149,7 +161,9 @@ class PlanarChain(eqx.Module):
 
     def lagrangian(self, q, v):
         x, vv = q.reshape(-1, 2), v.reshape(-1, 2)
-        return 0.5 * jnp.sum(self.masses * jnp.sum(vv**2, -1)) + self.g * jnp.sum(self.masses * x[:, 0])  # (85)
+        return 0.5 * jnp.sum(self.masses * jnp.sum(vv**2, -1)) + self.g * jnp.sum(
+            self.masses * x[:, 0]
+        )  # (85)
 
     def h(self, q):
         r = q.reshape(-1, 2)
@@ -168,8 +182,10 @@ class PlanarChain(eqx.Module):
         i = jnp.arange(self.N)
         angles = 0.3 * (i + 1) if angles is None else jnp.asarray(angles, float)
         rates = jnp.where(i % 2 == 0, 1.0, -1.0) if rates is None else jnp.asarray(rates, float)
-        return State(_planar_positions(self.lengths, angles).reshape(-1),
-                     _planar_velocities(self.lengths, angles, rates).reshape(-1))
+        return State(
+            _planar_positions(self.lengths, angles).reshape(-1),
+            _planar_velocities(self.lengths, angles, rates).reshape(-1),
+        )
 
 
 class DoublePendulum(eqx.Module):
@@ -191,8 +207,12 @@ class DoublePendulum(eqx.Module):
     t1: ClassVar[float] = 10.0
 
     def chain(self) -> PlanarChain:
-        return PlanarChain(2, jnp.stack([jnp.asarray(self.m1, float), jnp.asarray(self.m2, float)]),
-                           jnp.stack([jnp.asarray(self.l1, float), jnp.asarray(self.l2, float)]), self.g)
+        return PlanarChain(
+            2,
+            jnp.stack([jnp.asarray(self.m1, float), jnp.asarray(self.m2, float)]),
+            jnp.stack([jnp.asarray(self.l1, float), jnp.asarray(self.l2, float)]),
+            self.g,
+        )
 
     def system(self) -> LagrangianSystem:
         return self.chain().system()
@@ -216,7 +236,9 @@ class SphericalPendulum(eqx.Module):
     R: float = 1.0
     g: float = 9.81
 
-    description: ClassVar[str] = "particle on a sphere (spherical pendulum), Cartesian (x, y, z), z up"
+    description: ClassVar[str] = (
+        "particle on a sphere (spherical pendulum), Cartesian (x, y, z), z up"
+    )
     coordinates: ClassVar[tuple[str, ...]] = ("x", "y", "z")
     t0: ClassVar[float] = 0.0
     t1: ClassVar[float] = 10.0
@@ -233,9 +255,15 @@ class SphericalPendulum(eqx.Module):
     def __call__(self) -> LagrangianSystem:
         return self.system()
 
+    def action(self) -> LieAlgebraAction:
+        """Rotations about the vertical $z$ axis, leaving $L$ and the sphere invariant."""
+        return LieAlgebraAction(_z_rotation_generator)
+
     def initial_state(self, polar=2.0, azimuth_rate=2.0, polar_rate=0.3) -> State:
         """Polar angle `polar` from the upward $z$ axis, azimuth 0, with the given angle rates."""
         th, R = jnp.asarray(polar, float), jnp.asarray(self.R, float)
         q = R * jnp.stack([jnp.sin(th), 0.0 * th, jnp.cos(th)])
-        v = R * jnp.stack([polar_rate * jnp.cos(th), azimuth_rate * jnp.sin(th), -polar_rate * jnp.sin(th)])
+        v = R * jnp.stack(
+            [polar_rate * jnp.cos(th), azimuth_rate * jnp.sin(th), -polar_rate * jnp.sin(th)]
+        )
         return State(q, v)

@@ -1,0 +1,103 @@
+"""geomech.plot draws what the solution contains (checked on the artists' data)."""
+
+import types
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import geomech as gm
+
+matplotlib = pytest.importorskip("matplotlib")
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from geomech import plot  # noqa: E402
+
+
+def oscillator(batch=None):
+    """A Solution-like record of unit harmonic oscillators q = cos(t + c) (exact), n = 2."""
+    ts = np.linspace(0.0, 3.0, 31)
+    c = np.zeros(1) if batch is None else np.linspace(0.0, 1.0, batch)
+    q = np.stack([np.cos(ts[None] + c[:, None]), 2 * np.sin(ts[None] + c[:, None])], -1)
+    v = np.stack([-np.sin(ts[None] + c[:, None]), 2 * np.cos(ts[None] + c[:, None])], -1)
+    energy = 0.5 * np.sum(v**2 + q**2, -1) + 1e-9 * ts  # a small known drift
+    residual = 1e-12 * (1 + ts) * np.ones_like(energy)
+    squeeze = (lambda x: x[0]) if batch is None else (lambda x: x)
+    return types.SimpleNamespace(
+        ts=ts if batch is None else np.broadcast_to(ts, (batch, ts.size)),
+        states=gm.State(jnp.asarray(squeeze(q)), jnp.asarray(squeeze(v))),
+        energy=squeeze(energy), constraint_residual=squeeze(residual),
+        position_residual=squeeze(np.zeros_like(energy)),
+    )
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def test_trajectory_draws_each_coordinate():
+    sol = oscillator()
+    ax = plot.trajectory(sol, labels=["x", "y"])
+    lines = ax.get_lines()
+    assert len(lines) == 2
+    np.testing.assert_allclose(lines[1].get_ydata(), np.asarray(sol.states.q)[:, 1])
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["x", "y"]
+    ax = plot.trajectory(oscillator(batch=4), coordinates=[0])
+    assert len(ax.get_lines()) == 4  # one line per trajectory
+    with pytest.raises(ValueError, match="labels"):
+        plot.trajectory(sol, labels=["x"])
+
+
+def test_phase_portrait_is_q_against_v():
+    sol = oscillator()
+    ax = plot.phase_portrait(sol, 1)
+    curve = ax.get_lines()[0]
+    np.testing.assert_allclose(curve.get_xdata(), np.asarray(sol.states.q)[:, 1])
+    np.testing.assert_allclose(curve.get_ydata(), np.asarray(sol.states.v)[:, 1])
+
+
+def test_drift_plots_energy_change_and_residuals():
+    sol = oscillator(batch=3)
+    ax = plot.drift(sol)
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert len(lines) == 2  # no holonomic part: |h| is left out
+    energy = next(v for k, v in lines.items() if "E_L" in k)
+    np.testing.assert_allclose(energy.get_ydata()[1:], 1e-9 * sol.ts[0][1:], rtol=1e-6)
+    assert ax.get_yscale() == "log"
+
+
+def test_summary_figure_and_animation(tmp_path):
+    sol = oscillator()
+    fig = plot.summary(sol, labels=["x", "y"], title="oscillator")
+    assert len(fig.axes) == 3
+    points = lambda q: jnp.array([[0.0, 0.0], [q[0], q[1]]])
+    anim = plot.animate(sol, points, trace=1)
+    anim._draw_next_frame(5, blit=False)
+    seg = anim._fig.axes[0].get_lines()[0]
+    np.testing.assert_allclose(seg.get_xdata(), [0.0, float(sol.states.q[5, 0])])
+    path = tmp_path / "a.gif"
+    anim.save(path, writer="pillow", fps=10)
+    assert path.stat().st_size > 0
+    with pytest.raises(ValueError, match="single trajectory"):
+        plot.animate(oscillator(batch=2), points)
+
+
+def test_plots_a_real_simulation():
+    if not hasattr(gm, "simulate"):
+        pytest.skip("gm.simulate not available")
+    import diffrax
+
+    import geomech.models as gmm
+
+    model = gmm.CartesianPendulum()
+    sol = gm.simulate(model(), model.initial_state(), 0.0, 2.0, saveat=diffrax.SaveAt(ts=jnp.linspace(0, 2, 21)))
+    ax = plot.drift(sol)
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert any("h(t, q)" in label for label in labels)  # the pendulum is holonomic
+    drawn = {line.get_label(): line.get_ydata() for line in ax.get_lines()}
+    e = np.asarray(sol.energy)
+    drift = np.abs(e - e[0])
+    np.testing.assert_allclose(drawn["$|E_L(t) - E_L(t_0)|$"], np.where(drift > 0, drift, np.nan))

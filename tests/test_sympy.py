@@ -1,0 +1,137 @@
+"""The SymPy bridge: systems derived symbolically agree with the model library's."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import geomech as gm
+import geomech.models
+
+sp = pytest.importorskip("sympy")
+me = pytest.importorskip("sympy.physics.mechanics")
+
+
+# -- the rolling disk, derived from first principles ---------------------------------------------
+# Coordinates (x, y, φ, θ, ψ): contact point, yaw (heading), lean from the vertical, spin.
+# Orientation Rz(φ) Rx(θ) Ry(ψ): body y is the disk's axis, body x the heading at zero lean.
+
+
+def _rot(mod, axis, a):
+    c, s = mod.cos(a), mod.sin(a)
+    rows = {
+        "z": [[c, -s, 0], [s, c, 0], [0, 0, 1]],
+        "x": [[1, 0, 0], [0, c, -s], [0, s, c]],
+        "y": [[c, 0, s], [0, 1, 0], [-s, 0, c]],
+    }[axis]
+    return rows
+
+
+def sympy_disk(mass, radius, g_value):
+    t = me.dynamicsymbols._t
+    q = me.dynamicsymbols("x y phi theta psi")
+    x, y, phi, th, psi = q
+    m, r, g = sp.symbols("m r g", positive=True)
+    M = lambda axis, a: sp.Matrix(_rot(sp, axis, a))
+    rot = M("z", phi) * M("x", th) * M("y", psi)
+    wb = rot.T * rot.diff(t)  # body angular velocity, skew form (lambdify's cse simplifies enough)
+    omega_b = sp.Matrix([wb[2, 1], wb[0, 2], wb[1, 0]])
+    u = M("z", phi) * M("x", th) * sp.Matrix([0, 0, 1])  # contact point -> centre, unit
+    centre = sp.Matrix([x, y, 0]) + r * u
+    inertia = sp.diag(m * r**2 / 4, m * r**2 / 2, m * r**2 / 4)
+    vc = centre.diff(t)
+    T = (m * vc.dot(vc) + (omega_b.T * inertia * omega_b)[0]) / 2
+    L = T - m * g * centre[2]
+    # the material point at the contact has zero velocity (horizontal components)
+    slip = vc + (rot * omega_b).cross(-r * u)
+    params = {m: mass, r: radius, g: g_value}
+    return gm.from_sympy(L, q, constraints=[slip[0], slip[1]], parameters=params)
+
+
+def disk_states(system, count, seed=0):
+    """Random states on C: angles and their rates free, (ẋ, ẏ) solved from the rolling constraints."""
+    keys = jax.random.split(jax.random.PRNGKey(seed), 2)
+    q = jax.random.uniform(keys[0], (count, 5), minval=-1.0, maxval=1.0)
+    v = jax.random.normal(keys[1], (count, 5))
+
+    def on_C(q, v):
+        v = v.at[:2].set(0.0)
+        return gm.State(q, v.at[:2].set(-system.constraint_residual(gm.State(q, v))))
+
+    return jax.vmap(on_C)(q, v)
+
+
+def test_rolling_disk_accelerations_match_library():
+    mass, radius, g = 1.3, 0.7, 9.81
+    sym = sympy_disk(mass, radius, g)
+    # the library model uses the same coordinates and orientation (see its docstring)
+    ref = gm.models.RollingDisk(m=mass, R=radius, g=g)()
+    states = disk_states(ref, 8)
+    acc = eqx.filter_jit(lambda system, st: jax.vmap(lambda x: gm.acceleration(system, x))(st))
+    np.testing.assert_allclose(jax.vmap(sym.constraint_residual)(states), 0.0, atol=1e-12)
+    np.testing.assert_allclose(acc(sym, states), acc(ref, states), rtol=1e-10, atol=1e-10)
+    energy = eqx.filter_jit(lambda system, st: jax.vmap(system.energy)(st))
+    np.testing.assert_allclose(energy(sym, states), energy(ref, states), rtol=1e-12)
+
+
+# -- plain symbols, parameters, time, W ≠ D ------------------------------------------------------
+
+
+def test_plain_symbols_pendulum_matches_model():
+    x, y, vx, vy, m, l, g = sp.symbols("x y v_x v_y m l g")
+    L = m * (vx**2 + vy**2) / 2 + m * g * x
+    params = {m: 1.5, l: 2.0, g: 9.81}
+    sym = gm.from_sympy(L, [x, y], [vx, vy], holonomic=[x**2 + y**2 - l**2], parameters=params)
+    lib = gm.models.CartesianPendulum(m=1.5, l=2.0)()
+    th, w = 0.4, 1.1
+    s = gm.State(2.0 * jnp.array([jnp.cos(th), jnp.sin(th)]), 2.0 * w * jnp.array([-jnp.sin(th), jnp.cos(th)]))
+    np.testing.assert_allclose(gm.acceleration(sym, s), gm.acceleration(lib, s), rtol=1e-12)
+    np.testing.assert_allclose(sym.position_residual(s), 0.0, atol=1e-12)
+
+
+def test_parameters_are_differentiable():
+    x, v, k = sp.symbols("x v k")
+    sym = gm.from_sympy(v**2 / 2 - k * x**2 / 2, [x], [v], parameters={k: 4.0})
+    s = gm.State(jnp.array([0.5]), jnp.array([0.0]))
+    accel = lambda system: gm.unconstrained_acceleration(system, s)[0]
+    grad = eqx.filter_grad(accel)(sym)
+    # a = -k x, so da/dk = -x
+    np.testing.assert_allclose(grad.lagrangian.params, [-0.5], rtol=1e-12)
+
+
+def test_time_dependent_lagrangian():
+    t = me.dynamicsymbols._t
+    x = me.dynamicsymbols("x")
+    sym = gm.from_sympy(x.diff(t) ** 2 / 2 + sp.sin(t) * x, [x])
+    assert sym.time_dependent
+    s = gm.State(jnp.array([0.0]), jnp.array([0.0]))
+    np.testing.assert_allclose(gm.unconstrained_acceleration(sym, s, t=0.7), [np.sin(0.7)], rtol=1e-12)
+
+
+def test_generalized_constraint_matches_thesis_example2():
+    q1, q2, v1, v2 = sp.symbols("q1 q2 v1 v2")
+    model = gm.models.ThesisExample2()
+    r = q2 - q1
+    U = model.kappa * (r - model.a) ** 2 / 2 - model.coulomb / r
+    L = (model.m1 * v1**2 + model.m2 * v2**2) / 2 - U
+    A = sp.Rational(3, 10) + sp.sin(q1) / 5 + sp.cos(q2) / 10
+    sym = gm.from_sympy(
+        L, [q1, q2], [v1, v2], constraints=[A * v1 - v2], work_annihilator=sp.Matrix([[1, 1]])
+    )
+    lib = model()
+    q = jnp.array([0.1, 1.3])
+    Aq = 0.3 + 0.2 * jnp.sin(q[0]) + 0.1 * jnp.cos(q[1])
+    s = gm.State(q, jnp.array([0.8, 0.8 * Aq]))
+    np.testing.assert_allclose(gm.acceleration(sym, s), gm.acceleration(lib, s), rtol=1e-12)
+    np.testing.assert_allclose(gm.constraint_force(sym, s), gm.constraint_force(lib, s), rtol=1e-10, atol=1e-12)
+
+
+def test_errors_name_the_problem():
+    x, v, k = sp.symbols("x v k")
+    with pytest.raises(ValueError, match="k"):
+        gm.from_sympy(v**2 / 2 - k * x**2, [x], [v])
+    with pytest.raises(ValueError, match="velocity symbols"):
+        gm.from_sympy(v**2 / 2, [x])
+    with pytest.raises(ValueError, match="velocities"):
+        gm.from_sympy(v**2 / 2, [x], [v], holonomic=[x * v])
