@@ -211,6 +211,7 @@ def bench_impl(acc, make_states, batches, t1, rtol, budget, key, grad_batch):
         res["steps_mean"][str(B)] = float(np.mean(np.asarray(steps)))
     # gradient / forward on a small ensemble (the ratio, not the size, is the figure)
     b0 = grad_batch
+    jax.block_until_ready(ensemble(model, q[:b0], v[:b0]))  # compile both before timing
     jax.block_until_ready(loss_grad(model, q[:b0], v[:b0]))
     t_fwd, _ = best_time(ensemble, model, q[:b0], v[:b0], repeat=2)
     t_grad, _ = best_time(loss_grad, model, q[:b0], v[:b0], repeat=2)

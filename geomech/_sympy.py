@@ -134,7 +134,7 @@ def from_sympy(
     pvals = jnp.asarray([float(params[p]) for p in psyms]) if psyms else jnp.zeros((0,))
     tsym = sp.Dummy("t")
     # velocities first: they may be Derivative(q(t), t), which contains q(t)
-    to_dummies = [*zip(velocities, vs), *zip(coordinates, qs)]
+    to_dummies = [*zip(velocities, vs, strict=True), *zip(coordinates, qs, strict=True)]
     if time is not None:
         to_dummies.append((time, tsym))
 
@@ -148,8 +148,12 @@ def from_sympy(
 
     groups = {}
     for name, value in (
-        ("lagrangian", lagrangian), ("constraints", constraints), ("holonomic", holonomic),
-        ("force", force), ("work_annihilator", work_annihilator), ("known_work", known_work),
+        ("lagrangian", lagrangian),
+        ("constraints", constraints),
+        ("holonomic", holonomic),
+        ("force", force),
+        ("work_annihilator", work_annihilator),
+        ("known_work", known_work),
     ):
         got = _as_list(sp, value, name)
         if got is not None:
@@ -165,7 +169,9 @@ def from_sympy(
                 f"{names}. Give them values with parameters={{symbol: value}}."
             )
         if name == "holonomic" and any(e.has(*vs) for e in exprs):
-            raise ValueError("holonomic constraints h(q) must not contain velocities; use constraints=.")
+            raise ValueError(
+                "holonomic constraints h(q) must not contain velocities; use constraints=."
+            )
     time_dependent = any(e.has(tsym) for exprs, _ in groups.values() for e in exprs)
     if groups["lagrangian"][1] != (1,):
         raise ValueError("lagrangian must be a single scalar expression.")
@@ -187,7 +193,9 @@ def from_sympy(
         parts.append(HolonomicConstraint(compile_("holonomic", False, shape_of("holonomic"))))
     if "constraints" in groups:
         parts.append(Constraint(compile_("constraints", True, shape_of("constraints"))))
-    constraint = None if not parts else parts[0] if len(parts) == 1 else AbstractConstraint.stack(parts)
+    constraint = (
+        None if not parts else parts[0] if len(parts) == 1 else AbstractConstraint.stack(parts)
+    )
     work_space = None
     if "work_annihilator" in groups:
         shape = groups["work_annihilator"][1]

@@ -49,7 +49,9 @@ def _models() -> dict:
 def _model_class(name: str):
     models = _models()
     if name not in models:
-        raise UsageError(f"unknown model {name!r}; choose one of: {', '.join(models)} (`geomech list`).")
+        raise UsageError(
+            f"unknown model {name!r}; choose one of: {', '.join(models)} (`geomech list`)."
+        )
     return models[name]
 
 
@@ -88,7 +90,9 @@ def _parse_params(cls, items: Sequence[str]) -> dict:
             raise UsageError(f"--param takes key=value, got {item!r}.")
         if key not in defaults:
             valid = ", ".join(defaults) or "(none)"
-            raise UsageError(f"model {cls.__name__} has no parameter {key!r}; its parameters are: {valid}.")
+            raise UsageError(
+                f"model {cls.__name__} has no parameter {key!r}; its parameters are: {valid}."
+            )
         out[key] = _parse_value(key, defaults[key], raw)
     return out
 
@@ -103,8 +107,13 @@ def _solver_factories(model) -> dict[str, Callable]:
         "kane": lambda: gm.Kane(),
         "multipliers": lambda: gm.Multipliers(),
     }
-    needs = {"gauss": "Gauss", "gibbs-appell": "GibbsAppell", "gibbs-appell-d": "GibbsAppell",
-             "kane": "Kane", "multipliers": "Multipliers"}
+    needs = {
+        "gauss": "Gauss",
+        "gibbs-appell": "GibbsAppell",
+        "gibbs-appell-d": "GibbsAppell",
+        "kane": "Kane",
+        "multipliers": "Multipliers",
+    }
     factories.update({k: f for k, f in optional.items() if hasattr(gm, needs[k])})
     if hasattr(gm, "NonholonomicMomentum") and callable(getattr(model, "action", None)):
         factories["momentum"] = lambda: gm.NonholonomicMomentum(model.action())
@@ -117,7 +126,7 @@ def _applicable(system, solver) -> bool:
 
 @eqx.filter_jit
 def _check_matrices(system, state, t):
-    """$M$, $A = \\partial\\phi/\\partial v$ and $A M^{-1} C^\\top$ of (3.19), without the in-graph checks."""
+    """$M$, $A = \\partial\\phi/\\partial v$ and $A M^{-1} C^\\top$ of (3.19), unchecked."""
     st = gm.assemble(system, state, t, checks=False)
     return st.M, st.A, st.A @ st.solve_M(st.C.T)
 
@@ -134,21 +143,27 @@ class _Setup:
             self.system = self.model.system()
             self.y0 = self.model.initial_state()
         except (TypeError, ValueError) as e:
-            raise UsageError(f"cannot build {name} with {_fmt_params(self.params)}: {_first_line(e)}") from None
+            raise UsageError(
+                f"cannot build {name} with {_fmt_params(self.params)}: {_first_line(e)}"
+            ) from None
         self.t0 = float(getattr(self.model, "t0", 0.0))
         self.t1 = float(getattr(self.model, "t1", 10.0))
         n = self.y0.q.shape[-1]
-        self.labels = list(getattr(self.model, "coordinates", None) or [f"q{i + 1}" for i in range(n)])
+        self.labels = list(
+            getattr(self.model, "coordinates", None) or [f"q{i + 1}" for i in range(n)]
+        )
         self.k = self.system.check_shapes(self.y0, self.t0)
         if check:
             self._check_values()
 
     def _check_values(self):
-        """Regular $L$ (2.6), admissibility (3.7) and (3.19) at the initial state, as user errors."""
+        """Regular $L$ (2.6), admissibility (3.7) and (3.19) at the initial state: user errors."""
         what = f"with {_fmt_params(self.params)}" if self.params else "at its defaults"
         y0 = self.y0
         if not (np.all(np.isfinite(y0.q)) and np.all(np.isfinite(y0.v))):
-            raise UsageError(f"{self.name} {what} has a non-finite initial state: check the parameters.")
+            raise UsageError(
+                f"{self.name} {what} has a non-finite initial state: check the parameters."
+            )
         M, A, S = (np.asarray(x) for x in _check_matrices(self.system, y0, self.t0))
         eig = np.linalg.eigvalsh(M)
         scale = max(float(np.max(np.abs(eig))), 1.0) if np.all(np.isfinite(eig)) else 1.0
@@ -161,11 +176,14 @@ class _Setup:
             return
         s = np.linalg.svd(A, compute_uv=False)
         if s.min() <= 1e-10 * max(s.max(), 1.0):
-            raise UsageError(f"{self.name} {what}: the constraints are not admissible, rank ∂φ/∂v < k (3.7).")
+            raise UsageError(
+                f"{self.name} {what}: the constraints are not admissible, rank ∂φ/∂v < k (3.7)."
+            )
         s = np.linalg.svd(S, compute_uv=False)
         if not np.all(np.isfinite(s)) or s.min() <= 1e-10 * max(s.max(), 1.0):
             raise UsageError(
-                f"{self.name} {what}: condition (3.19) T_qQ = D ⊕ W^⊥ fails (A M⁻¹ Cᵀ is singular); "
+                f"{self.name} {what}: condition (3.19) T_qQ = D ⊕ W^⊥ fails "
+                "(A M⁻¹ Cᵀ is singular); "
                 "choose other parameters."
             )
 
@@ -175,16 +193,20 @@ class _Setup:
             raise UsageError(f"unknown solver {name!r}; available: {', '.join(factories)}.")
         solver = factories[name]()
         if not _applicable(self.system, solver):
-            raise UsageError(f"solver {name} does not handle non-ideal constraints with known work (§5.2).")
+            raise UsageError(
+                f"solver {name} does not handle non-ideal constraints with known work (§5.2)."
+            )
         return solver
 
     def ensemble(self, batch: int, seed: int, scale: float = 0.02):
-        """`batch` initial states near the model's, projected onto $\\mathcal{C}$ (the first one exact)."""
+        """`batch` states near the model's, projected onto $\\mathcal{C}$ (first exact)."""
         if batch == 1:
             return self.y0
         kq, kv = jax.random.split(jax.random.PRNGKey(seed))
         n = self.y0.q.shape[-1]
-        noise = lambda key: scale * jax.random.normal(key, (batch, n), self.y0.q.dtype).at[0].set(0.0)
+        noise = lambda key: (
+            scale * jax.random.normal(key, (batch, n), self.y0.q.dtype).at[0].set(0.0)
+        )
         y = gm.State(self.y0.q + noise(kq), self.y0.v + noise(kv))
         return gm.project_to_constraints(self.system, y, self.t0) if self.k else y
 
@@ -221,16 +243,24 @@ def _table(rows: Sequence[tuple[str, str]]) -> str:
 def _simulate(setup: _Setup, y0, solver, t1: float, points: int, progress: bool, rtol, atol):
     ts = jnp.linspace(setup.t0, t1, points, dtype=setup.dtype)
     return gm.simulate(
-        setup.system, y0, setup.t0, t1, solver=solver, saveat=diffrax.SaveAt(ts=ts),
-        rtol=jnp.asarray(rtol, setup.dtype), atol=jnp.asarray(atol, setup.dtype),  # traced: no recompilation
-        max_steps=100_000, throw=False, progress=progress,
+        setup.system,
+        y0,
+        setup.t0,
+        t1,
+        solver=solver,
+        saveat=diffrax.SaveAt(ts=ts),
+        rtol=jnp.asarray(rtol, setup.dtype),
+        atol=jnp.asarray(atol, setup.dtype),  # traced: no recompilation
+        max_steps=100_000,
+        throw=False,
+        progress=progress,
     )
 
 
 def summarize(sol) -> dict:
     """The numbers `geomech run` prints, from a `gm.Solution` (batched or not).
 
-    Energy drift is $\\max_t |E_L(t) - E_L(t_0)|$, the residuals $\\max_t |\\phi|$ and $\\max_t |h|$,
+    Energy drift is $\\max_t |E_L(t) - E_L(t_0)|$, the residuals $\\max_t |\\phi|$, $\\max_t |h|$,
     all maximised over the batch; the final state is that of the first trajectory.
     """
     energy = np.atleast_2d(np.asarray(sol.energy))
@@ -271,8 +301,12 @@ def _write_outputs(out: str, setup: _Setup, sol, summary: dict) -> list[str]:
     os.makedirs(out, exist_ok=True)
     written = []
     arrays = {
-        "ts": sol.ts, "q": sol.states.q, "v": sol.states.v, "energy": sol.energy,
-        "constraint_residual": sol.constraint_residual, "position_residual": sol.position_residual,
+        "ts": sol.ts,
+        "q": sol.states.q,
+        "v": sol.states.v,
+        "energy": sol.energy,
+        "constraint_residual": sol.constraint_residual,
+        "position_residual": sol.position_residual,
         "result": np.asarray(sol.result._value),  # diffrax.RESULTS codes, 0 = successful
     }
     path = os.path.join(out, f"{setup.name}.npz")
@@ -280,9 +314,20 @@ def _write_outputs(out: str, setup: _Setup, sol, summary: dict) -> list[str]:
     written.append(path)
     if np.ndim(sol.states.q) == 2:
         path = os.path.join(out, f"{setup.name}.csv")
-        header = ["t", *setup.labels, *(f"d{c}" for c in setup.labels), "energy", "constraint_residual"]
-        cols = [np.asarray(sol.ts)[:, None], np.asarray(sol.states.q), np.asarray(sol.states.v),
-                np.asarray(sol.energy)[:, None], np.asarray(sol.constraint_residual)[:, None]]
+        header = [
+            "t",
+            *setup.labels,
+            *(f"d{c}" for c in setup.labels),
+            "energy",
+            "constraint_residual",
+        ]
+        cols = [
+            np.asarray(sol.ts)[:, None],
+            np.asarray(sol.states.q),
+            np.asarray(sol.states.v),
+            np.asarray(sol.energy)[:, None],
+            np.asarray(sol.constraint_residual)[:, None],
+        ]
         np.savetxt(path, np.hstack(cols), delimiter=",", header=",".join(header), comments="")
         written.append(path)
     for kind, draw in (
@@ -321,23 +366,40 @@ def cmd_run(args) -> int:
     sol.ts.block_until_ready()
     first = time.perf_counter() - start
     start = time.perf_counter()
-    sol = _simulate(setup, y0, solver, t1, args.points, False, rtol, atol)
+    sol = _simulate(setup, y0, solver, t1, args.points, progress, rtol, atol)  # compiled
     sol.ts.block_until_ready()
     second = time.perf_counter() - start
     summary = summarize(sol)
-    summary.update(model=setup.name, solver=args.solver, parameters=setup.params, t0=setup.t0, t1=t1,
-                   dtype=str(setup.dtype), wall_time_first=first, wall_time=second,
-                   trajectories_per_second=args.batch / second)
+    summary.update(
+        model=setup.name,
+        solver=args.solver,
+        parameters=setup.params,
+        t0=setup.t0,
+        t1=t1,
+        dtype=str(setup.dtype),
+        wall_time_first=first,
+        wall_time=second,
+        trajectories_per_second=args.batch / second,
+    )
     energy_name = "energy change" if setup.system.time_dependent else "energy drift"
     rows = [
-        ("model", f"{setup.name} ({_fmt_params(setup.params)}), n = {len(setup.labels)}, k = {setup.k}"),
+        (
+            "model",
+            f"{setup.name} ({_fmt_params(setup.params)}), n = {len(setup.labels)}, k = {setup.k}",
+        ),
         ("solver", f"{args.solver}, {summary['dtype']}, rtol = {rtol:g}, atol = {atol:g}"),
-        ("trajectories", f"{summary['successful']} / {args.batch} successful, t in [{setup.t0:g}, {t1:g}]"),
+        (
+            "trajectories",
+            f"{summary['successful']} / {args.batch} successful, t in [{setup.t0:g}, {t1:g}]",
+        ),
         (f"{energy_name} max|E(t) - E(t0)|", f"{summary['energy_drift']:.3e}"),
         ("constraint residual max|phi|", f"{summary['constraint_residual']:.3e}"),
         ("position residual max|h|", f"{summary['position_residual']:.3e}"),
-        (f"final q at t = {summary['final_t']:g}" + (" (trajectory 0)" if args.batch > 1 else ""),
-         _fmt_vec(summary["final_q"])),
+        (
+            f"final q at t = {summary['final_t']:g}"
+            + (" (trajectory 0)" if args.batch > 1 else ""),
+            _fmt_vec(summary["final_q"]),
+        ),
         ("final v", _fmt_vec(summary["final_v"])),
         ("wall time (first call, with compilation)", f"{first:.3f} s"),
         ("wall time (compiled)", f"{second:.3f} s"),
@@ -361,11 +423,11 @@ def _accelerations(system, solver, states, ts):
 
 
 def solver_agreement(setup: _Setup, count: int = 32, seed: int = 0, points: int = 50):
-    """Every applicable solver at `count` random states on $\\mathcal{C}$ and at `points` states along
+    """Every applicable solver at `count` random states on $\\mathcal{C}$ and `points` states along
     one trajectory from the model's initial state.
 
     **Returns:** `(random, along, t_end)`: per solver, the largest relative disagreement
-    $\\max|a - a_{ref}| / (1 + \\max|a_{ref}|)$ with the first solver (Projection) at the random states
+    $\\max|a - a_{ref}| / (1 + \\max|a_{ref}|)$ with the first solver (Projection) at the random
     and along the trajectory, and the time the trajectory reached.
     """
     solvers = {}
@@ -375,12 +437,15 @@ def solver_agreement(setup: _Setup, count: int = 32, seed: int = 0, points: int 
             solvers[name] = solver
     random_states = setup.ensemble(count, seed, scale=0.1)
     sol = _simulate(setup, setup.y0, gm.Projection(), setup.t1, points, False, 1e-8, 1e-8)
-    # a failed trajectory is padded with inf: keep the shape (one compilation) with the states reached
+    # a failed trajectory is padded with inf: keep the shape (one compilation), reached states only
     reached = np.isfinite(np.asarray(sol.ts)) & np.all(np.isfinite(np.asarray(sol.states.q)), -1)
     idx = np.where(reached, np.arange(points), 0)
     states = jax.tree.map(lambda a, b: jnp.concatenate([a, b[idx]]), random_states, sol.states)
     ts = jnp.concatenate([jnp.full((count,), setup.t0, setup.dtype), sol.ts[idx]])
-    acc = {name: np.asarray(_accelerations(setup.system, solver, states, ts)) for name, solver in solvers.items()}
+    acc = {
+        name: np.asarray(_accelerations(setup.system, solver, states, ts))
+        for name, solver in solvers.items()
+    }
     ref = acc[next(iter(solvers))]
     disagreement = lambda a, r: float(np.max(np.abs(a - r)) / (1.0 + np.max(np.abs(r))))
     random = {k: disagreement(a[:count], ref[:count]) for k, a in acc.items()}
@@ -394,8 +459,11 @@ def cmd_compare(args) -> int:
         print(f"{setup.name} has no constraints: every solver is the unconstrained dynamics.")
     random, along, t_end = solver_agreement(setup, args.states, args.seed)
     ref = next(iter(random))
-    print(f"{setup.name}: max |a - a_{ref}| / (1 + max |a_{ref}|) at {args.states} random states on C "
-          f"and along one trajectory (t in [{setup.t0:g}, {t_end:g}])")
+    print(
+        f"{setup.name}: max |a - a_{ref}| / (1 + max |a_{ref}|) "
+        f"at {args.states} random states on C "
+        f"and along one trajectory (t in [{setup.t0:g}, {t_end:g}])"
+    )
     width = max(len(s) for s in random)
     print(f"  {'solver'.ljust(width)}  {'random states':>14}  {'trajectory':>12}")
     for name in random:
@@ -428,7 +496,10 @@ def cmd_demo(args) -> int:
     start = time.perf_counter()
     line = lambda text="": print(text, flush=True)
 
-    line("geomech demo: constrained Lagrangian mechanics in JAX (thesis: Balseiro, generalized nonholonomic systems)")
+    line(
+        "geomech demo: constrained Lagrangian mechanics in JAX "
+        "(thesis: Balseiro, generalized nonholonomic systems)"
+    )
     line()
     line("1. Holonomic: a pendulum in Cartesian (x, y), x down, h = x² + y² − l² = 0.")
     pend = _Setup("pendulum", [])
@@ -436,28 +507,40 @@ def cmd_demo(args) -> int:
     s = summarize(sol)
     end = gm.State(sol.states.q[-1], sol.states.v[-1])
     pull = -gm.constraint_force(pend.system, end) @ end.q / pend.model.l
-    line(f"   10 s: energy drift {s['energy_drift']:.2e}, |h| ≤ {s['position_residual']:.2e}, "
-         f"|φ| ≤ {s['constraint_residual']:.2e}")
-    line(f"   rod tension at t = 10: F^c = {float(pull):.10f}, closed form m(|v|² + g x)/l = "
-         f"{float(pend.model.tension(end)):.10f}")
+    line(
+        f"   10 s: energy drift {s['energy_drift']:.2e}, |h| ≤ {s['position_residual']:.2e}, "
+        f"|φ| ≤ {s['constraint_residual']:.2e}"
+    )
+    line(
+        f"   rod tension at t = 10: F^c = {float(pull):.10f}, closed form m(|v|² + g x)/l = "
+        f"{float(pend.model.tension(end)):.10f}"
+    )
     line()
     line("2. Nonholonomic: the Chaplygin sleigh (knife edge), against its closed form.")
     sleigh = _Setup("sleigh", [])
     y0 = sleigh.model.initial_state(u0=0.5, omega0=1.0)
-    sol = _simulate(sleigh, y0, gm.Projection(), 5.0, 101, False, 1e-10, 1e-10)
+    sol = _simulate(sleigh, y0, gm.Projection(), 5.0, 201, False, 1e-10, 1e-10)
     u, w = jax.vmap(sleigh.model.body_velocities)(sol.states)
     u_ex, w_ex, _, _ = sleigh.model.closed_form(sol.ts, 0.5, 1.0)
     err = max(float(jnp.max(jnp.abs(u - u_ex))), float(jnp.max(jnp.abs(w - w_ex))))
-    line(f"   5 s: max |(u, ω) − closed form| = {err:.2e}; energy drift {summarize(sol)['energy_drift']:.2e}")
+    line(
+        f"   5 s: max |(u, ω) − closed form| = {err:.2e}; "
+        f"energy drift {summarize(sol)['energy_drift']:.2e}"
+    )
     line()
     line("3. Generalized nonholonomic (W ≠ D): thesis Example 2, two charges with A(q) q̇¹ = q̇².")
     ex2 = _Setup("thesis_example2", [])
     random, along, t_end = solver_agreement(ex2)
-    line(f"   {len(random)} solvers ({', '.join(random)}) at 32 random states on C and along a trajectory:")
+    line(
+        f"   {len(random)} solvers ({', '.join(random)}) "
+        "at 32 random states on C and along a trajectory:"
+    )
     line(f"   largest disagreement with Projection: {max(*random.values(), *along.values()):.2e}")
     Fc = gm.constraint_force(ex2.system, ex2.y0)
-    line(f"   constraint force F^c = {_fmt_vec(Fc)}: zero work on W = span(1, −1): "
-         f"{float(Fc @ jnp.array([1.0, -1.0])):.1e}; on D it works, so E_L is not conserved.")
+    line(
+        f"   constraint force F^c = {_fmt_vec(Fc)}: zero work on W = span(1, −1): "
+        f"{float(Fc @ jnp.array([1.0, -1.0])):.1e}; on D it works, so E_L is not conserved."
+    )
     line()
     batch = 1000
     line(f"4. An ensemble: {batch} sleighs from nearby initial states, one vmapped, compiled call.")
@@ -469,11 +552,17 @@ def cmd_demo(args) -> int:
     sol.ts.block_until_ready()
     t = time.perf_counter() - t
     s = summarize(sol)
-    line(f"   {s['successful']}/{batch} successful; {batch / t:,.0f} trajectories/s after compilation; "
-         f"max energy drift {s['energy_drift']:.1e}")
+    line(
+        f"   {s['successful']}/{batch} successful; "
+        f"{batch / t:,.0f} trajectories/s after compilation; "
+        f"max energy drift {s['energy_drift']:.1e}"
+    )
     line()
-    line(f"done in {time.perf_counter() - start:.1f} s. Next: `geomech list`, `geomech run rolling_disk --out out/`, "
-         "`geomech compare thesis_example2`.")
+    line(
+        f"done in {time.perf_counter() - start:.1f} s. Next: `geomech list`, "
+        "`geomech run rolling_disk --out out/`, "
+        "`geomech compare thesis_example2`."
+    )
     return 0
 
 
@@ -487,7 +576,9 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("list", help="the models, their coordinates, constraints and parameters")
 
-    params = dict(action="append", default=[], metavar="k=v", help="set a model parameter (repeatable)")
+    params = dict(
+        action="append", default=[], metavar="k=v", help="set a model parameter (repeatable)"
+    )
     r = sub.add_parser("run", help="simulate a model, print a summary, write plots and data")
     r.add_argument("model")
     r.add_argument("--solver", default="projection")
@@ -507,7 +598,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--param", **params)
     c.add_argument("--states", type=int, default=32, help="number of random states on C")
     c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--tol", type=float, default=1e-8, help="exit 1 if the disagreement exceeds this")
+    c.add_argument(
+        "--tol", type=float, default=1e-8, help="exit 1 if the disagreement exceeds this"
+    )
     c.add_argument("--float32", action="store_true", dest="float32_sub", help=argparse.SUPPRESS)
 
     sub.add_parser("demo", help="a one-minute tour")
@@ -530,6 +623,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError) as e:  # configuration errors raised by geomech before tracing
         print(f"geomech: error: {_first_line(e)}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except BrokenPipeError:  # e.g. `geomech list | head`
+        return 0
     except KeyboardInterrupt:
         print("geomech: interrupted", file=sys.stderr)
         return 130

@@ -46,7 +46,9 @@ def _finite(ts, *ys):
     return (ts[keep], *(y[keep] for y in ys))
 
 
-def trajectory(sol, coordinates: Sequence[int] | None = None, *, labels=None, velocities=False, ax=None):
+def trajectory(
+    sol, coordinates: Sequence[int] | None = None, *, labels=None, velocities=False, ax=None
+):
     """Coordinates (or velocities) against time.
 
     **Arguments:**
@@ -100,8 +102,8 @@ def drift(sol, *, ax=None):
     """Energy drift $|E_L(t) - E_L(t_0)|$ and constraint residuals $|\\phi|$, $|h|$ on a log scale.
 
     For a batch the largest value over the trajectories is drawn. A conservative system keeps the
-    energy drift at the integrator's tolerance; growing residuals mean the state leaves $\\mathcal{C}$
-    (see stabilization in `simulate`).
+    energy drift at the integrator's tolerance; growing residuals mean the state leaves
+    $\\mathcal{C}$ (see stabilization in `simulate`).
 
     **Returns:** the `Axes`.
     """
@@ -160,18 +162,22 @@ def animate(
     - `trace`: index of a point whose path is drawn.
     - `ax`: a matplotlib `Axes`; `interval`: milliseconds per frame; `every`: use every n-th frame.
 
-    **Returns:** a `matplotlib.animation.FuncAnimation` (save with `.save("x.gif")`, show in a notebook
-    with `IPython.display.HTML(anim.to_jshtml())`).
+    **Returns:** a `matplotlib.animation.FuncAnimation` (save with `.save("x.gif")`, show it in a
+    notebook with `IPython.display.HTML(anim.to_jshtml())`).
     """
     from matplotlib.animation import FuncAnimation
 
     q = np.asarray(sol.states.q)
     if q.ndim != 2:
-        raise ValueError("animate takes a single trajectory (states.q of shape (T, n)); index the batch first.")
+        raise ValueError(
+            "animate takes a single trajectory (states.q of shape (T, n)); index the batch first."
+        )
     q = q[np.isfinite(np.asarray(sol.ts))][::every]
     frames = np.stack([np.asarray(points(qi)) for qi in q])
     if frames.ndim != 3 or frames.shape[-1] != 2:
-        raise ValueError(f"points(q) must return a (P, 2) array of planar positions, got {frames.shape[1:]}.")
+        raise ValueError(
+            f"points(q) must return a (P, 2) array of planar positions, got {frames.shape[1:]}."
+        )
     P = frames.shape[1]
     links = list(zip(range(P - 1), range(1, P), strict=True)) if links is None else list(links)
     ax = _axes(ax)

@@ -16,18 +16,34 @@ def test_mkdocs_build_strict(tmp_path):
     pytest.importorskip("mkdocs")
     pytest.importorskip("mkdocstrings")
     pytest.importorskip("material")
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "NO_MKDOCS_2_WARNING": "1",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     api = (tmp_path / "site" / "api" / "index.html").read_text()
-    assert "Integrate the constrained dynamics" in api  # mkdocstrings rendered gm.simulate's docstring
+    assert (
+        "Integrate the constrained dynamics" in api
+    )  # mkdocstrings rendered gm.simulate's docstring
     nav = (ROOT / "mkdocs.yml").read_text()
-    for page in ("getting_started.md", "theory.md", "solvers.md", "models.md", "api.md", "sharp_bits.md",
-                 "multi_device.md"):
+    for page in (
+        "getting_started.md",
+        "theory.md",
+        "solvers.md",
+        "models.md",
+        "api.md",
+        "sharp_bits.md",
+        "multi_device.md",
+    ):
         assert page in nav and (ROOT / "docs" / page).exists()
     shutil.rmtree(tmp_path / "site")
 

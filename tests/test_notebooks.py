@@ -28,5 +28,11 @@ def test_notebook_executes(path, monkeypatch):
     ).execute()  # raises CellExecutionError on the first failing cell
     kinds = {cell.cell_type for cell in nb.cells}
     assert {"markdown", "code"} <= kinds
-    images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {})]
+    images = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if "image/png" in o.get("data", {})
+    ]
     assert images, f"{path.name} draws no plot"

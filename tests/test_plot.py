@@ -27,7 +27,8 @@ def oscillator(batch=None):
     return types.SimpleNamespace(
         ts=ts if batch is None else np.broadcast_to(ts, (batch, ts.size)),
         states=gm.State(jnp.asarray(squeeze(q)), jnp.asarray(squeeze(v))),
-        energy=squeeze(energy), constraint_residual=squeeze(residual),
+        energy=squeeze(energy),
+        constraint_residual=squeeze(residual),
         position_residual=squeeze(np.zeros_like(energy)),
     )
 
@@ -93,7 +94,9 @@ def test_plots_a_real_simulation():
     import geomech.models as gmm
 
     model = gmm.CartesianPendulum()
-    sol = gm.simulate(model(), model.initial_state(), 0.0, 2.0, saveat=diffrax.SaveAt(ts=jnp.linspace(0, 2, 21)))
+    sol = gm.simulate(
+        model(), model.initial_state(), 0.0, 2.0, saveat=diffrax.SaveAt(ts=jnp.linspace(0, 2, 21))
+    )
     ax = plot.drift(sol)
     labels = [line.get_label() for line in ax.get_lines()]
     assert any("h(t, q)" in label for label in labels)  # the pendulum is holonomic

@@ -50,7 +50,7 @@ def sympy_disk(mass, radius, g_value):
 
 
 def disk_states(system, count, seed=0):
-    """Random states on C: angles and their rates free, (ẋ, ẏ) solved from the rolling constraints."""
+    """Random states on C: angles and rates free, (ẋ, ẏ) solved from the rolling constraints."""
     keys = jax.random.split(jax.random.PRNGKey(seed), 2)
     q = jax.random.uniform(keys[0], (count, 5), minval=-1.0, maxval=1.0)
     v = jax.random.normal(keys[1], (count, 5))
@@ -85,7 +85,10 @@ def test_plain_symbols_pendulum_matches_model():
     sym = gm.from_sympy(L, [x, y], [vx, vy], holonomic=[x**2 + y**2 - l**2], parameters=params)
     lib = gm.models.CartesianPendulum(m=1.5, l=2.0)()
     th, w = 0.4, 1.1
-    s = gm.State(2.0 * jnp.array([jnp.cos(th), jnp.sin(th)]), 2.0 * w * jnp.array([-jnp.sin(th), jnp.cos(th)]))
+    s = gm.State(
+        2.0 * jnp.array([jnp.cos(th), jnp.sin(th)]),
+        2.0 * w * jnp.array([-jnp.sin(th), jnp.cos(th)]),
+    )
     np.testing.assert_allclose(gm.acceleration(sym, s), gm.acceleration(lib, s), rtol=1e-12)
     np.testing.assert_allclose(sym.position_residual(s), 0.0, atol=1e-12)
 
@@ -106,7 +109,9 @@ def test_time_dependent_lagrangian():
     sym = gm.from_sympy(x.diff(t) ** 2 / 2 + sp.sin(t) * x, [x])
     assert sym.time_dependent
     s = gm.State(jnp.array([0.0]), jnp.array([0.0]))
-    np.testing.assert_allclose(gm.unconstrained_acceleration(sym, s, t=0.7), [np.sin(0.7)], rtol=1e-12)
+    np.testing.assert_allclose(
+        gm.unconstrained_acceleration(sym, s, t=0.7), [np.sin(0.7)], rtol=1e-12
+    )
 
 
 def test_generalized_constraint_matches_thesis_example2():
@@ -124,7 +129,9 @@ def test_generalized_constraint_matches_thesis_example2():
     Aq = 0.3 + 0.2 * jnp.sin(q[0]) + 0.1 * jnp.cos(q[1])
     s = gm.State(q, jnp.array([0.8, 0.8 * Aq]))
     np.testing.assert_allclose(gm.acceleration(sym, s), gm.acceleration(lib, s), rtol=1e-12)
-    np.testing.assert_allclose(gm.constraint_force(sym, s), gm.constraint_force(lib, s), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        gm.constraint_force(sym, s), gm.constraint_force(lib, s), rtol=1e-10, atol=1e-12
+    )
 
 
 def test_errors_name_the_problem():
@@ -135,3 +142,29 @@ def test_errors_name_the_problem():
         gm.from_sympy(v**2 / 2, [x])
     with pytest.raises(ValueError, match="velocities"):
         gm.from_sympy(v**2 / 2, [x], [v], holonomic=[x * v])
+
+
+def test_force_and_known_work_match_hand_written():
+    x, y, vx, vy, c, k = sp.symbols("x y v_x v_y c k")
+    L = (vx**2 + 2 * vy**2) / 2 - k * x**2 / 2
+    params = {c: 0.3, k: 2.0}
+    sym = gm.from_sympy(
+        L,
+        [x, y],
+        [vx, vy],
+        constraints=[vx - y * vy],
+        force=[-c * vx, sp.sin(x)],
+        known_work=[0, -c * vy**2],
+        parameters=params,
+    )
+    hand = gm.LagrangianSystem(
+        lambda q, v: (v[0] ** 2 + 2 * v[1] ** 2) / 2 - q[0] ** 2,
+        force=lambda q, v: jnp.array([-0.3 * v[0], jnp.sin(q[0])]),
+        constraint=gm.Constraint(lambda q, v: jnp.array([v[0] - q[1] * v[1]])),
+        known_work=lambda q, v: jnp.array([0.0, -0.3 * v[1] ** 2]),
+    )
+    s = gm.State(jnp.array([0.4, -0.7]), jnp.array([-0.7 * 1.1, 1.1]))
+    np.testing.assert_allclose(gm.acceleration(sym, s), gm.acceleration(hand, s), rtol=1e-12)
+    np.testing.assert_allclose(
+        gm.constraint_force(sym, s), gm.constraint_force(hand, s), rtol=1e-12
+    )

@@ -16,8 +16,10 @@ class ThesisExample2(eqx.Module):
     """Thesis Example 2 (§3.2): two equal charges $e$ on a line joined by a spring, with the
     generalized nonholonomic constraint $A(q)\\,\\dot q^1 = \\dot q^2$ imposed by a uniform field $E(t)$.
 
-    Coordinates $q = (q^1, q^2)$, $q^1 < q^2$. $U = \\tfrac12\\kappa(q^2 - q^1 - a)^2 - k e^2/(q^2 - q^1)$
-    (the thesis prints the spring term without its square; the square is meant). The constraint
+    Coordinates $q = (q^1, q^2)$, $q^1 < q^2$. $U = \\tfrac12\\kappa(q^2 - q^1 - a)^2 + k e^2/(q^2 - q^1)$.
+    Two errata of the printed formula: the spring term lacks its square, and the Coulomb term is
+    printed with a minus sign, which would make equal charges attract (and collapse onto each
+    other in a simulation); the repulsive $+k e^2/r$ is used. The constraint
     force $F^c = eE(dq^1 + dq^2)$ does no work on $\\mathcal{W} = \\mathrm{span}\\{(1, -1)\\}$, so
     $\\mathcal{W} \\ne \\mathcal{D} = \\mathrm{span}\\{(1, A)\\}$; (3.19) holds iff $m_1/m_2 \\ne A$.
     `A` is a function of $q$; the default $A(q) = 0.3 + 0.2\\sin q^1 + 0.1\\cos q^2$ stays in
@@ -40,7 +42,7 @@ class ThesisExample2(eqx.Module):
 
     def lagrangian(self, q, v):
         r = q[1] - q[0]
-        U = 0.5 * self.kappa * (r - self.a) ** 2 - self.coulomb / r
+        U = 0.5 * self.kappa * (r - self.a) ** 2 + self.coulomb / r  # repulsive: equal charges
         return 0.5 * (self.m1 * v[0] ** 2 + self.m2 * v[1] ** 2) - U
 
     def constraint_row(self, q):
