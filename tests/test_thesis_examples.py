@@ -33,8 +33,9 @@ def closed_form(model, U, state):
 
 
 def thesis_U(q):
+    """Example 2's potential with the errata of `ThesisExample2` (squared spring, repulsive Coulomb)."""
     r = q[1] - q[0]
-    return 0.5 * MODEL.kappa * (r - MODEL.a) ** 2 - MODEL.coulomb / r
+    return 0.5 * MODEL.kappa * (r - MODEL.a) ** 2 + MODEL.coulomb / r
 
 
 STATE = state_on_C(MODEL, Q0, 0.7)
