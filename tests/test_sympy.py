@@ -118,7 +118,7 @@ def test_generalized_constraint_matches_thesis_example2():
     q1, q2, v1, v2 = sp.symbols("q1 q2 v1 v2")
     model = gm.models.ThesisExample2()
     r = q2 - q1
-    U = model.kappa * (r - model.a) ** 2 / 2 - model.coulomb / r
+    U = model.kappa * (r - model.a) ** 2 / 2 + model.coulomb / r
     L = (model.m1 * v1**2 + model.m2 * v2**2) / 2 - U
     A = sp.Rational(3, 10) + sp.sin(q1) / 5 + sp.cos(q2) / 10
     sym = gm.from_sympy(
