@@ -64,10 +64,19 @@ class Stages(eqx.Module):
         MinvAT = self.solve_M(self.A.T)
         return MinvAT @ jnp.linalg.solve(self.A @ MinvAT, self.b)
 
+    def _Wperp_from(self, y: Float[Array, "k ..."]) -> Float[Array, "n ..."]:
+        """$M^{-1}C^\\top(AM^{-1}C^\\top)^{-1} y$, the common factor of (3.20) and (3.32)."""
+        MinvCT = self.solve_M(self.C.T)
+        return MinvCT @ jnp.linalg.solve(self.A @ MinvCT, y)
+
     def project_Wperp(self, u: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
         """$\\Pi_{\\mathcal{W}^\\perp} u = M^{-1}C^\\top(AM^{-1}C^\\top)^{-1}A u$ (3.20)."""
-        MinvCT = self.solve_M(self.C.T)
-        return MinvCT @ jnp.linalg.solve(self.A @ MinvCT, self.A @ u)
+        return self._Wperp_from(self.A @ u)
+
+    def project_Wperp_residual(self, a: Float[Array, " n"]) -> Float[Array, " n"]:
+        """$\\Pi_{\\mathcal{W}^\\perp}(a - a_0) = M^{-1}C^\\top(AM^{-1}C^\\top)^{-1}(A a - b)$ for any
+        $X_0 \\in \\mathcal{S}(\\mathcal{C})$ (Lemma 1: $A a_0 = b$), without computing $a_0$."""
+        return self._Wperp_from(self.A @ a - self.b)
 
     def project_D(self, u: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
         """$\\Pi_{\\mathcal{D}} u = u - \\Pi_{\\mathcal{W}^\\perp} u$ (3.20)."""

@@ -481,8 +481,10 @@ def simulate_vakonomic(
     - `integrator`, `saveat`, `rtol`, `atol`, `dt0`, `max_steps`, `stepsize_controller`,
         `stabilization`, `adjoint`, `progress`, `sharding`: as in `gm.simulate`.
     - `throw`: if `True`, reaching an impasse point ($M_\\mu$ degenerate on $\\ker G$, relative
-        margin below `impasse_tol`) or any integration failure raises; if `False` the failing
-        trajectories are flagged in `result` and the others returned.
+        margin below `impasse_tol`) raises an error saying so, and so does any other integration
+        failure. If `False` the vector field is NaN at impasse points, so such a trajectory ends
+        with a failure code in `result` (diffrax's, e.g. `max_steps_reached`) and the other
+        trajectories are returned unharmed; `impasse_margin` along the saved states locates it.
     - `impasse_tol`: default $\\sqrt{\\varepsilon}$ of the dtype.
 
     **Returns:** a `VakonomicSolution`.
