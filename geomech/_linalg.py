@@ -29,3 +29,51 @@ def unit_rows(X: Float[Array, "k m"]) -> Float[Array, "k m"]:
 def min_singular_value(S: Float[Array, "k m"]) -> Float[Array, ""]:
     """$\\sigma_{\\min}(S)$, without gradient (used only by checks)."""
     return jnp.linalg.svd(jax.lax.stop_gradient(S), compute_uv=False)[-1]
+
+
+# Dense kernels for small matrices, written in plain jnp ops and unrolled. Under `vmap` they become
+# elementwise work over the batch, whereas XLA on CPU runs a batch of LAPACK calls (cholesky,
+# triangular_solve) one matrix at a time; for n <= _SMALL they are faster. Larger matrices use LAPACK.
+_SMALL = 8
+
+
+def cholesky(M: Float[Array, "n n"]) -> Float[Array, "n n"]:
+    """Lower Cholesky factor $L$ with $M = L L^\\top$; NaN (or a zero pivot) if $M$ is not SPD."""
+    n = M.shape[0]
+    if n > _SMALL:
+        return jnp.linalg.cholesky(M)
+    M = 0.5 * (M + M.T)  # read both triangles, so derivatives match those of a general solve
+    i = jnp.arange(n)
+    L = jnp.zeros_like(M)
+    for j in range(n):  # column algorithm; L[:, j:] is still zero
+        c = M[:, j] - L @ L[j, :]
+        d = jnp.sqrt(c[j])
+        L = L.at[:, j].set(jnp.where(i > j, c / d, jnp.where(i == j, d, 0.0)))
+    return L
+
+
+def solve_lower(L: Float[Array, "n n"], B: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
+    """$L^{-1} B$ for lower-triangular $L$ (forward substitution)."""
+    n = L.shape[0]
+    if n > _SMALL:
+        return jax.scipy.linalg.solve_triangular(L, B, lower=True)
+    X = jnp.zeros_like(B)
+    for i in range(n):  # X[i:] is still zero
+        X = X.at[i].set((B[i] - L[i, :] @ X) / L[i, i])
+    return X
+
+
+def solve_upper_transposed(L: Float[Array, "n n"], B: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
+    """$L^{-\\top} B$ for lower-triangular $L$ (back substitution)."""
+    n = L.shape[0]
+    if n > _SMALL:
+        return jax.scipy.linalg.solve_triangular(L, B, lower=True, trans="T")
+    X = jnp.zeros_like(B)
+    for i in reversed(range(n)):  # X[:i+1] is still zero
+        X = X.at[i].set((B[i] - L[:, i] @ X) / L[i, i])
+    return X
+
+
+def cho_solve(L: Float[Array, "n n"], B: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
+    """$M^{-1} B$ from the Cholesky factor $L$ of $M$."""
+    return solve_upper_transposed(L, solve_lower(L, B))

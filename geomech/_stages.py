@@ -12,6 +12,7 @@ import jax.scipy.linalg as jsl
 from jaxtyping import Array, Float
 
 from ._bundle import State
+from . import _linalg as la
 from ._linalg import min_singular_value, null_space, rank_tolerance, unit_rows
 from ._system import LagrangianSystem
 
@@ -46,7 +47,7 @@ class Stages(eqx.Module):
 
     def solve_M(self, x):
         """$M^{-1} x$ by the Cholesky factor computed once."""
-        return jsl.cho_solve((self.M_cho, True), x)
+        return la.cho_solve(self.M_cho, x)
 
     @property
     def a_U(self) -> Float[Array, " n"]:
@@ -62,12 +63,14 @@ class Stages(eqx.Module):
     def a_0(self) -> Float[Array, " n"]:
         """An $X_0 \\in \\mathcal{S}(\\mathcal{C})$ (Lemma 1): $a_0 = M^{-1}A^\\top(AM^{-1}A^\\top)^{-1} b$."""
         MinvAT = self.solve_M(self.A.T)
-        return MinvAT @ jnp.linalg.solve(self.A @ MinvAT, self.b)
+        return MinvAT @ la.cho_solve(la.cholesky(self.A @ MinvAT), self.b)
 
     def _Wperp_from(self, y: Float[Array, "k ..."]) -> Float[Array, "n ..."]:
         """$M^{-1}C^\\top(AM^{-1}C^\\top)^{-1} y$, the common factor of (3.20) and (3.32)."""
         MinvCT = self.solve_M(self.C.T)
-        return MinvCT @ jnp.linalg.solve(self.A @ MinvCT, y)
+        S = self.A @ MinvCT  # invertible by (3.19); symmetric positive definite when W = D
+        z = la.cho_solve(la.cholesky(S), y) if self.ideal else jnp.linalg.solve(S, y)
+        return MinvCT @ z
 
     def project_Wperp(self, u: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
         """$\\Pi_{\\mathcal{W}^\\perp} u = M^{-1}C^\\top(AM^{-1}C^\\top)^{-1}A u$ (3.20)."""
@@ -112,8 +115,7 @@ class Stages(eqx.Module):
     def M_orthonormalize(self, E: Float[Array, "n m"]) -> Float[Array, "n m"]:
         """Columns spanning the same subspace as the (independent) columns of `E`, $M$-orthonormal:
         $E L^{-\\top}$ with $E^\\top M E = L L^\\top$."""
-        L = jnp.linalg.cholesky(E.T @ self.M @ E)
-        return jsl.solve_triangular(L, E.T, lower=True).T
+        return la.solve_lower(la.cholesky(E.T @ self.M @ E), E.T).T
 
     def solve_with_constraints(self, R: Float[Array, "m n"], r: Float[Array, " m"]) -> Float[Array, " n"]:
         """The $a$ with $R a = r$ and $A a = b$ (Lemma 1), for rows $R$ that complete $A$ to rank $n$.
@@ -149,7 +151,7 @@ def _check_constraints(A, C, M_cho):
     """Admissibility (3.7) and condition (3.19), scale-free: rows are normalized, and (3.19) is
     tested on $\\hat A \\hat C^\\top$ with $\\hat A$, $\\hat C$ the unit rows of $A L^{-\\top}$, $C L^{-\\top}$ ($M = L L^\\top$)."""
     tol = rank_tolerance(A.dtype, A.shape[1])
-    whiten = lambda X: unit_rows(jsl.solve_triangular(M_cho, X.T, lower=True).T)
+    whiten = lambda X: unit_rows(la.solve_lower(M_cho, X.T).T)
     A = eqx.error_if(
         A, min_singular_value(unit_rows(A)) <= tol,
         "the constraints are not admissible (3.7): ∂φ/∂v has rank < k at this state. Remove "
@@ -173,7 +175,7 @@ def assemble(system: LagrangianSystem, state: State, t=0.0, *, checks: bool = Tr
     t = jnp.asarray(t, q.dtype)
     td = system.time_dependent
     M = system.mass_matrix(state, t)
-    M_cho = jnp.linalg.cholesky(M)
+    M_cho = la.cholesky(M)
     if checks:
         M_cho = _check_mass_matrix(M, M_cho)
     Q = system.generalized_force(state, t)
@@ -183,7 +185,9 @@ def assemble(system: LagrangianSystem, state: State, t=0.0, *, checks: bool = Tr
         b = jnp.zeros((0,), q.dtype)
         return Stages(system, state, t, M, M_cho, Q, F0, b, A, b, A, ideal=True)
     phi = lambda t_, q_, v_: system.constraint.residual(t_, q_, v_, time_dependent=td)
-    A = jax.jacfwd(phi, argnums=2)(t, q, v)  # A = ∂φ/∂v
+    k = jax.eval_shape(phi, t, q, v).shape[0]
+    jac = jax.jacrev if 2 * k < q.shape[0] else jax.jacfwd  # fewer passes: k reverse or n forward
+    A = jac(phi, argnums=2)(t, q, v)  # A = ∂φ/∂v
     # b = -(∂φ/∂q v + ∂_t φ), so that dφ(v, a) = 0 ⇔ A a = b (Lemma 1)
     phi_value, dphi = jax.jvp(lambda t_, q_: phi(t_, q_, v), (t, q), (jnp.ones_like(t), v))
     b = -dphi
