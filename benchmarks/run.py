@@ -55,7 +55,8 @@ from geomech._stages import assemble  # noqa: E402
 
 
 def sleigh_hand(model: gmm.ChaplyginSleigh, t, q, v):
-    """Seed 004 (7.66)–(7.68) with the multiplier in closed form: A M⁻¹ Aᵀ = 1/m, b = u ω, so R = m u ω."""
+    """Seed 004 (7.66)–(7.68) with the multiplier in closed form:
+    A M⁻¹ Aᵀ = 1/m and b = u ω, so R = m u ω."""
     s, c = jnp.sin(q[2]), jnp.cos(q[2])
     u, w = v[0] * c + v[1] * s, v[2]
     R = model.m * u * w
@@ -63,14 +64,16 @@ def sleigh_hand(model: gmm.ChaplyginSleigh, t, q, v):
 
 
 def chain_hand(model: gmm.PlanarChain, t, q, v):
-    """Seed 001 (91) for N links: explicit rows d_i = r_i − r_{i−1}, b_i = −|ḋ_i|², dense N×N solve."""
+    """Seed 001 (91) for N links: explicit rows d_i = r_i − r_{i−1}, b_i = −|ḋ_i|², and a dense
+    N×N solve for the multipliers."""
     N = model.N
     r, rd = q.reshape(N, 2), v.reshape(N, 2)
     zero = jnp.zeros((1, 2), q.dtype)
     d = r - jnp.concatenate([zero, r[:-1]])
     dd = rd - jnp.concatenate([zero, rd[:-1]])
     minv = 1.0 / model.masses
-    # S = A M⁻¹ Aᵀ is tridiagonal: S_ii = |d_i|²(1/m_i + 1/m_{i−1}), S_{i,i−1} = −d_i·d_{i−1}/m_{i−1}
+    # S = A M⁻¹ Aᵀ is tridiagonal:
+    # S_ii = |d_i|²(1/m_i + 1/m_{i−1}), S_{i,i−1} = −d_i·d_{i−1}/m_{i−1}
     minv_prev = jnp.concatenate([jnp.zeros(1, q.dtype), minv[:-1]])
     diag = jnp.sum(d * d, 1) * (minv + minv_prev)
     off = -jnp.sum(d[1:] * d[:-1], 1) * minv[:-1]

@@ -63,7 +63,8 @@ def _at_state(system, s0, t0, action):
         if hasattr(gm, n)
     }
     if action is not None:  # the momentum equation along the model's symmetry (Prop. 6)
-        others["NonholonomicMomentum"] = gm.acceleration(system, s0, gm.NonholonomicMomentum(action), t=t0)
+        solver = gm.NonholonomicMomentum(action)
+        others["NonholonomicMomentum"] = gm.acceleration(system, s0, solver, t=t0)
     return st.M, st.A, st.b, a, others
 
 
@@ -166,8 +167,9 @@ def test_bead_on_rotating_wire():
 
 
 def test_pendulum_tension():
-    """Seed 001 §3.1/§3.2/§4.1: the multiplier is minus the tension m(|v|² + g x)/l for the row (x, y),
-    half of that over l for h = |q|² − l², and λ̄ = −m(l φ̇² + g cos φ) in polar coordinates (83)."""
+    """Seed 001 §3.1/§3.2/§4.1: the multiplier is minus the tension m(|v|² + g x)/l for the row
+    (x, y), half of that over l for h = |q|² − l², and λ̄ = −m(l φ̇² + g cos φ) in polar
+    coordinates (83)."""
     m, l, g = 0.8, 1.5, 9.81
     ts = jnp.linspace(0.0, 3.0, 31)
     model = gmm.CartesianPendulum(m=m, l=l, g=g, form="linear")
@@ -272,7 +274,8 @@ def test_rolling_disk_unstabilized_drift(record_property):
     record_property("energy_drift_rel", drift_E)
     record_property("phi_drift", drift_phi)
     print(
-        f"rolling disk, no stabilization, rtol=1e-10, t=100: |ΔE|/E = {drift_E:.2e}, max|φ| = {drift_phi:.2e}"
+        "rolling disk, no stabilization, rtol=1e-10, t=100: "
+        f"|ΔE|/E = {drift_E:.2e}, max|φ| = {drift_phi:.2e}"
     )
     assert jnp.max(jnp.abs(q[:, 3])) < 1.0  # the disk stays up
     assert drift_E < 1e-6 and drift_phi < 1e-6

@@ -21,7 +21,9 @@ def _planar_euclidean_generators(q):
 
 def _disk_generators(q):
     """$SE(2)$ on $(x, y, \\varphi)$ and the spin shift $\\psi \\mapsto \\psi + s$."""
-    return jnp.concatenate([_planar_euclidean_generators(q), jnp.eye(5, dtype=q.dtype)[:, 4:]], axis=1)
+    return jnp.concatenate(
+        [_planar_euclidean_generators(q), jnp.eye(5, dtype=q.dtype)[:, 4:]], axis=1
+    )
 
 
 class ChaplyginSleigh(eqx.Module):
