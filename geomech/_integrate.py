@@ -1,7 +1,7 @@
 """Integration of the constrained dynamics $X_R$ with diffrax: constraint stabilization,
 ensembles (a leading batch axis), gradients through the solve and sharding across devices.
 
-The generic machinery (`_integrate_ode`, `_ProjectingSolver`, `min_norm_newton`) takes any
+The generic machinery (`_integrate_ode`, `_GuardedSolver`, `min_norm_newton`) takes any
 right-hand side on any PyTree state, so other dynamics with an extended state (e.g. vakonomic
 $(q, v, \\mu)$) share stabilization, ensembles, gradients and sharding.
 """
@@ -17,7 +17,7 @@ import jax.scipy.linalg as jsl
 import jax.tree_util as jtu
 from diffrax._root_finder import use_stepsize_tol  # "tolerances from the step-size controller"
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
-from jaxtyping import Array, Float, PyTree
+from jaxtyping import Array, Bool, Float, PyTree
 
 from ._bundle import State
 from ._constraint import (
@@ -230,18 +230,27 @@ def _project_to_constraints(system, state, t, iterations, tol, batched):
     )
 
 
-# -- a diffrax solver that projects after every step --------------------------------------------
+# -- a diffrax solver that projects after every step and stops on non-finite values -----------
 
 
-class _ProjectingSolver(diffrax.AbstractWrappedSolver):
-    """Wraps a diffrax solver; after each step `y1 = project(t1, y1, args)`.
+class _GuardedSolver(diffrax.AbstractWrappedSolver):
+    """Wraps a diffrax solver: after each step `y1 = project(t1, y1, args)` (if `project` is
+    given), and a trajectory running into a singularity stops instead of spending `max_steps`:
+
+    - a step whose `y1` or error estimate is non-finite is rejected (error estimate `inf`,
+        diffrax's convention for a failed step), so the controller retries a smaller step;
+    - a step no longer than $16\\varepsilon|t|$ (the resolution of $t$, MATLAB's `hmin`; no
+        smaller step makes progress) ends the trajectory with `diffrax.RESULTS.nonfinite` if it
+        is non-finite, else `diffrax.RESULTS.dt_min_reached`. So does every non-finite step of
+        a fixed-step integrator (always accepted). The state kept is the last one before it.
 
     The wrapped solver's error estimate is kept (it measures the step, not the projection);
-    FSAL solvers re-evaluate their first stage at the projected point (`made_jump=True`).
+    when projecting, FSAL solvers re-evaluate their first stage at the projected point
+    (`made_jump=True`).
     """
 
     solver: diffrax.AbstractSolver
-    project: Callable
+    project: Callable | None
 
     @property
     def term_structure(self):
@@ -276,18 +285,42 @@ class _ProjectingSolver(diffrax.AbstractWrappedSolver):
         return self.solver.init(terms, t0, t1, y0, args)
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        made_jump = True if self.project is not None else made_jump
         y1, y_error, dense_info, solver_state, result = self.solver.step(
-            terms, t0, t1, y0, args, solver_state, True
+            terms, t0, t1, y0, args, solver_state, made_jump
         )
-        return self.project(t1, y1, args), y_error, dense_info, solver_state, result
+        if self.project is not None:
+            y1 = self.project(t1, y1, args)
+        bad = jnp.invert(_all_finite((y1, y_error)))
+        eps = jnp.finfo(jnp.result_type(t0, t1)).eps
+        stuck = jnp.abs(t1 - t0) <= 16 * eps * jnp.maximum(jnp.abs(t0), jnp.abs(t1))
+        if y_error is not None:  # adaptive: reject, or accept the dead end to stop there
+            y_error = jtu.tree_map(
+                lambda e: jnp.where(stuck, 0.0, jnp.where(bad, jnp.inf, e)).astype(e.dtype),
+                y_error,
+            )
+        y1 = jtu.tree_map(lambda a, b: jnp.where(bad | stuck, a, b), y0, y1)
+        failed = diffrax.RESULTS.where(
+            bad, diffrax.RESULTS.nonfinite, diffrax.RESULTS.dt_min_reached
+        )
+        result = diffrax.RESULTS.where(bad | stuck, failed, result)
+        return y1, y_error, dense_info, solver_state, result
 
     def func(self, terms, t0, y0, args):
         return self.solver.func(terms, t0, y0, args)
 
 
+def _all_finite(tree) -> Bool[Array, ""]:
+    leaves = [
+        jnp.all(jnp.isfinite(x)) for x in jtu.tree_leaves(eqx.filter(tree, eqx.is_inexact_array))
+    ]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
+
+
 def _fill_implicit_tolerances(integrator, controller):
     """Give an implicit integrator's root finder the step-size tolerances (what diffrax does
-    itself, done before wrapping because diffrax cannot update a wrapped solver)."""
+    itself, done before wrapping in `_GuardedSolver` because diffrax cannot update a wrapped
+    solver)."""
     if not isinstance(integrator, diffrax.AbstractImplicitSolver):
         return integrator
     if not isinstance(controller, diffrax.AbstractAdaptiveStepSizeController):
@@ -305,12 +338,28 @@ def _fill_implicit_tolerances(integrator, controller):
 
 
 class _RawSolution(eqx.Module):
-    """What `_integrate_ode` returns: `ts`, `ys`, per-trajectory `result`, step `stats`."""
+    """What `_integrate_ode` returns: `ts`, `ys`, per-trajectory `result`, step `stats` and
+    `t_final`, the time each trajectory reached (`t1` unless it stopped early; with
+    `BacksolveAdjoint` NaN for a trajectory that stopped early)."""
 
     ts: Array
     ys: PyTree
     result: diffrax.RESULTS
     stats: dict
+    t_final: Array
+
+
+_SINGULAR_MESSAGE = (
+    "a trajectory ran into a singularity: only non-finite values (NaN/inf) could be computed, or "
+    "the step size fell to the resolution of t. The state reached a singular configuration (e.g. "
+    "M not positive definite, or A M^-1 C^T singular (3.19)) or the solution blows up in finite "
+    "time. Pass throw=False to get every other trajectory of the batch, with result == "
+    "diffrax.RESULTS.nonfinite (or dt_min_reached) for this one."
+)
+
+
+def _save_time(t, y, args):
+    return t
 
 
 def _progress_meter(progress: bool):
@@ -378,6 +427,7 @@ def _integrate_ode(
     progress: bool = False,
     project: Callable | None = None,
     sharding: Sharding | Mesh | None = None,
+    event: diffrax.Event | None = None,
 ) -> _RawSolution:
     """Integrate $\\dot y = $ `rhs(t, y, args=None)` for one `y0` or a batch of them.
 
@@ -394,7 +444,8 @@ def _integrate_ode(
         trajectory keeps its own step-size control and result code).
     - `integrator`, `saveat`, `stepsize_controller`, `dt0`, `max_steps`, `adjoint`: as diffrax.
         `saveat` must save `y` itself (no `fn`, `subs` or `dense`).
-    - `throw`: raise if any trajectory fails; with `False` see `result` per trajectory.
+    - `throw`: raise if any trajectory fails (`diffrax.is_okay(result)` false; an `event`
+        that fires is not a failure); with `False` see `result` per trajectory.
     - `progress`: show diffrax's progress meter (tqdm if installed, text otherwise).
     - `project`: optional `(t, y, args) -> y`, applied after every step (a wrapped diffrax
         solver) and to every saved `y`; use it to return the state to a constraint manifold.
@@ -405,22 +456,37 @@ def _integrate_ode(
         its own trajectories with no per-step synchronisation; `B` not divisible by the
         number of shards is padded), or any other `Sharding` (placement of `y0`, then XLA
         propagation). Needs `batched=True`.
+    - `event`: an optional `diffrax.Event` (its `cond_fn` on ONE unbatched `y`, like `rhs`),
+        passed to `diffrax.diffeqsolve` for every trajectory: a trajectory whose event fires
+        stops there with `result == diffrax.RESULTS.event_occurred`.
 
-    **Returns:** `_RawSolution(ts, ys, result, stats)`; with a batch every field has the leading
-    axis `B` (`ts` is `(B, T)`, `ys` leaves `(B, T, ...)`, `result` `(B,)`).
+    Every integration is guarded (`_GuardedSolver`): a step giving NaN/inf is rejected, and a
+    trajectory whose step size falls to the resolution of $t$ (or a fixed-step one that
+    reaches NaN/inf) stops there with `result == diffrax.RESULTS.nonfinite` (non-finite values)
+    or `dt_min_reached`, keeping its last state, instead of spending `max_steps`.
+
+    **Returns:** `_RawSolution(ts, ys, result, stats, t_final)`; with a batch every field has the
+    leading axis `B` (`ts` is `(B, T)`, `ys` leaves `(B, T, ...)`, `result`, `t_final` `(B,)`).
     """
-    solver = integrator if project is None else _ProjectingSolver(integrator, project)
     progress_meter = _progress_meter(progress)
-    closure = (rhs, solver, saveat, stepsize_controller, adjoint, project, t0, t1, dt0)
+    # the time reached: one more saved time, `t1` unless the trajectory stopped early
+    # (BacksolveAdjoint cannot save `subs`: there it is known only for finished trajectories)
+    save_final = not isinstance(adjoint, diffrax.BacksolveAdjoint)
+    if save_final:
+        saveat = eqx.tree_at(
+            lambda s: s.subs, saveat, (saveat.subs, diffrax.SubSaveAt(t1=True, fn=_save_time))
+        )
+    closure = (rhs, integrator, saveat, stepsize_controller, adjoint, project, t0, t1, dt0, event)
     dynamic, static = eqx.partition(closure, eqx.is_array)
 
     def solve_one(dynamic, y0_):
-        rhs_, solver_, saveat_, controller_, adjoint_, project_, t0_, t1_, dt0_ = eqx.combine(
-            dynamic, static
+        rhs_, integrator_, saveat_, controller_, adjoint_, project_, t0_, t1_, dt0_, event_ = (
+            eqx.combine(dynamic, static)
         )
+        solver = _GuardedSolver(_fill_implicit_tolerances(integrator_, controller_), project_)
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(rhs_),
-            solver_,
+            solver,
             t0_,
             t1_,
             dt0_,
@@ -428,15 +494,22 @@ def _integrate_ode(
             saveat=saveat_,
             stepsize_controller=controller_,
             adjoint=adjoint_,
+            event=event_,
             max_steps=max_steps,
             throw=False,
             progress_meter=progress_meter,
         )
-        ys = sol.ys
+        if save_final:
+            (ts, ts_final), (ys, _) = sol.ts, sol.ys
+            t_final = ts_final[0]
+        else:
+            ts, ys = sol.ts, sol.ys
+            t_final = jnp.where(diffrax.is_successful(sol.result), t1_, jnp.nan)
         if project_ is not None:  # interpolated saves (SaveAt(ts=...)) back onto C
-            ys = jax.vmap(lambda t, y: _project_saved(project_, t, y, sol.ys))(sol.ts, ys)
+            raw = ys
+            ys = jax.vmap(lambda t, y: _project_saved(project_, t, y, raw))(ts, raw)
         stats = {k: sol.stats[k] for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")}
-        return _RawSolution(sol.ts, ys, sol.result, stats)
+        return _RawSolution(ts, ys, sol.result, stats, t_final)
 
     if not batched:
         out = solve_one(dynamic, y0)
@@ -462,7 +535,11 @@ def _integrate_ode(
         else:
             out = solve_batch(dynamic, y0)
     if throw:  # on `result` only: a check on every output would gather them onto one device
-        result = out.result.error_if(out.result, jnp.invert(diffrax.is_okay(out.result)))
+        singular = (out.result == diffrax.RESULTS.nonfinite) | (
+            out.result == diffrax.RESULTS.dt_min_reached
+        )
+        result = eqx.error_if(out.result, singular, _SINGULAR_MESSAGE)
+        result = result.error_if(result, jnp.invert(diffrax.is_okay(result)))
         out = eqx.tree_at(lambda o: o.result, out, result)
     return out
 
@@ -485,7 +562,7 @@ def _solve_options(
     dtype,
 ) -> dict:
     """Validate the diffrax-facing options of `simulate` (before tracing) and return the keyword
-    arguments of `_integrate_ode` (all but `batched` and `project`)."""
+    arguments of `_integrate_ode` (all but `batched`, `project` and `event`)."""
     _check_saveat(saveat)
     if not isinstance(integrator, diffrax.AbstractSolver):
         raise TypeError(
@@ -515,8 +592,6 @@ def _solve_options(
                     f"{type(integrator).__name__} has no error estimate: give a fixed step dt0."
                 )
             stepsize_controller = diffrax.ConstantStepSize()
-    if projecting:
-        integrator = _fill_implicit_tolerances(integrator, stepsize_controller)
     return dict(
         integrator=integrator,
         saveat=saveat,
@@ -544,7 +619,14 @@ class Solution(eqx.Module):
     - `states`: a `State` with a time axis: `states.q`, `states.v` of shape `(T, n)`
         (or `(B, T, n)`).
     - `result`: `diffrax.RESULTS`, one code per trajectory
-        (`sol.result == diffrax.RESULTS.successful`).
+        (`sol.result == diffrax.RESULTS.successful`). A trajectory that runs into a
+        singularity (a singular configuration, a finite-time blow-up) stops as soon as its
+        step size falls to the resolution of $t$, $16\\varepsilon|t|$, instead of spending
+        `max_steps`: with `diffrax.RESULTS.nonfinite` if only NaN/inf could be computed there,
+        else `diffrax.RESULTS.dt_min_reached`; a fixed-step integrator stops at its first
+        non-finite step with `nonfinite`. Saved states after the stop are `inf` (diffrax's
+        convention) and `SaveAt(t1=True)` holds the last state reached. Other failures keep
+        diffrax's codes (`max_steps_reached`, ...).
     - `energy`: $E_L$ (2.7) at the saved states, `(T,)`.
     - `constraint_residual`: $|\\phi(t, q, v)|$ (Euclidean norm over the $k$ rows), `(T,)`.
     - `position_residual`: $|h(t, q)|$ of the holonomic parts (zero without them), `(T,)`.
@@ -647,8 +729,9 @@ def simulate(
         `"baumgarte"` / `gm.Baumgarte(alpha, beta)`, or `"projection"` / `gm.ManifoldProjection()`.
     - `adjoint`: `diffrax.RecursiveCheckpointAdjoint()` (default) or `diffrax.BacksolveAdjoint(...)`
         (not with projection) for gradients of losses of the `Solution`.
-    - `throw`: raise if any trajectory fails; with `False` failures are flagged in `result` and
-        every other trajectory is returned as if it ran alone.
+    - `throw`: raise if any trajectory fails (a non-finite trajectory with an error saying so);
+        with `False` failures are flagged in `result` (see `Solution`) and every other
+        trajectory is returned as if it ran alone.
     - `progress`: show diffrax's progress meter.
     - `sharding`: a `jax.sharding.Mesh` or `Sharding` for the batch axis (see docs/multi_device.md).
 

@@ -29,7 +29,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array, Bool, Float
 
 from ._bundle import State
 from ._constraint import call
@@ -98,14 +98,33 @@ def _omega_matrix(system: LagrangianSystem, omega: Callable, stages: Stages) -> 
     return Om
 
 
+def _mu_g(stages: Stages, mu) -> LagrangianSystem:
+    """$\\mu\\cdot g$ with $\\mu$ frozen (58), as a Lagrangian for the core's own routines."""
+    g = _g(stages.system)
+    mu = jnp.asarray(mu, stages.M.dtype)
+    return LagrangianSystem(lambda t_, q_, v_: mu @ g(t_, q_, v_), time_dependent=True)
+
+
+def _M_mu(stages: Stages, mu_g: LagrangianSystem) -> Float[Array, "n n"]:
+    return stages.M + mu_g.mass_matrix(stages.state, stages.t)  # M + Σ μ_ν ∂²g_ν/∂v² (§5.5)
+
+
+def _signed_margin(stages: Stages, M_mu) -> Float[Array, ""]:
+    """$\\pm\\sigma_{\\min}/\\sigma_{\\max}$ of $Z^\\top M_\\mu Z$ ($Z$ a basis of $\\ker G$),
+    with the sign of its determinant: zero at an impasse point (the KKT matrix is singular iff
+    $M_\\mu$ is degenerate on $\\ker G$) and changing sign where a motion crosses one. The sign
+    does not depend on the basis $Z$. A check, not differentiated."""
+    Z = null_space(stages.A)
+    lam = jnp.linalg.eigvalsh(jax.lax.stop_gradient(Z.T @ M_mu @ Z))  # symmetric: σ = |λ|
+    return jnp.prod(jnp.sign(lam)) * jnp.min(jnp.abs(lam)) / jnp.max(jnp.abs(lam))
+
+
 def _vakonomic_kkt(stages: Stages, mu, omega, modified):
-    """Solve the vakonomic KKT system from the shared stages; returns `(a, mu_dot, margin)`."""
+    """Solve the vakonomic KKT system from the shared stages; returns `(a, mu_dot, M_mu)`."""
     system, state, t = stages.system, stages.state, stages.t
     mu = jnp.asarray(mu, stages.M.dtype)
-    g = _g(system)
-    # L + μ·g with μ frozen (58): its v-Hessian and generalized force, by the core's own routines
-    mu_g = LagrangianSystem(lambda t_, q_, v_: mu @ g(t_, q_, v_), time_dependent=True)
-    M_mu = stages.M + mu_g.mass_matrix(state, t)  # M_μ = M + Σ μ_ν ∂²g_ν/∂v² (note §5.5)
+    mu_g = _mu_g(stages, mu)  # L + μ·g: its v-Hessian and generalized force (58)
+    M_mu = _M_mu(stages, mu_g)
     f_mu = stages.Q + mu_g.generalized_force(state, t)
     G, b = stages.A, stages.b
     if omega is not None:
@@ -117,10 +136,7 @@ def _vakonomic_kkt(stages: Stages, mu, omega, modified):
     n, k = stages.n, stages.k
     K = jnp.block([[M_mu, G.T], [G, jnp.zeros((k, k), M_mu.dtype)]])
     x = jnp.linalg.solve(K, jnp.concatenate([f_mu, b]))
-    Z = null_space(G)
-    # K singular ⇔ M_μ degenerate on ker G: σ_min/σ_max of Zᵀ M_μ Z (a check, no gradient)
-    sv = jnp.linalg.svd(jax.lax.stop_gradient(Z.T @ M_mu @ Z), compute_uv=False)
-    return x[:n], x[n:], sv[-1] / sv[0]
+    return x[:n], x[n:], M_mu
 
 
 def default_impasse_tol(dtype) -> float:
@@ -131,8 +147,9 @@ def default_impasse_tol(dtype) -> float:
 _IMPASSE_MESSAGE = (
     "vakonomic impasse point: M_mu = M + sum_nu mu_nu d2g_nu/dv2 is degenerate on ker(dg/dv), "
     "so the KKT system for (a, mu_dot) is singular and the vakonomic equations do not determine "
-    "the motion here. Choose another mu0 (the multipliers of L + mu @ g), or pass throw=False to "
-    "get NaN / a result code instead of this error."
+    "the motion here. Choose another mu0 (the multipliers of L + mu @ g), or pass throw=False: "
+    "vakonomic_acceleration then returns NaN, simulate_vakonomic stops the trajectory there and "
+    "flags it in sol.impasse."
 )
 
 
@@ -177,9 +194,9 @@ def vakonomic_acceleration(
     if modified and omega is None:
         raise ValueError("modified=True is the variant (60) of model B2: it needs omega.")
     stages = assemble(system, state, t, checks=throw)
-    a, mu_dot, margin = _vakonomic_kkt(stages, mu, omega, modified)
+    a, mu_dot, M_mu = _vakonomic_kkt(stages, mu, omega, modified)
     tol = default_impasse_tol(a.dtype) if impasse_tol is None else impasse_tol
-    bad = margin <= tol
+    bad = jnp.abs(_signed_margin(stages, M_mu)) <= tol
     if throw:
         a = eqx.error_if(a, bad, _IMPASSE_MESSAGE)
     else:
@@ -194,7 +211,8 @@ def impasse_margin(
     """How far the vakonomic KKT system is from singular: $\\sigma_{\\min}/\\sigma_{\\max}$ of
     $M_\\mu$ restricted to $\\ker G$ (zero at an impasse point). Not differentiated."""
     _check_vakonomic_system(system, state, mu, t)
-    return _vakonomic_kkt(assemble(system, state, t, checks=False), mu, None, False)[2]
+    stages = assemble(system, state, t, checks=False)
+    return jnp.abs(_signed_margin(stages, _M_mu(stages, _mu_g(stages, mu))))
 
 
 # -- diagnostics: the paper's conditions ------------------------------------------------------
@@ -380,7 +398,13 @@ class VakonomicSolution(eqx.Module):
     - `ts`: the saved times, `(T,)`.
     - `states`: a `State` with a time axis, `states.q`, `states.v` of shape `(T, n)`.
     - `mu`: the multipliers $\\mu(t)$, `(T, k)`.
-    - `result`: one result code per trajectory (`diffrax.RESULTS`).
+    - `result`: one result code per trajectory (`diffrax.RESULTS`): `successful`,
+        `event_occurred` for a trajectory stopped at an impasse point (the only event of
+        `simulate_vakonomic`; see `impasse`), or a failure code as for `gm.Solution`.
+    - `impasse`: `True` for a trajectory stopped at an impasse point ($M_\\mu$ degenerate on
+        $\\ker G$), `()` (or `(B,)`); its saved states after the stop are `inf`.
+    - `t_final`: the time each trajectory reached, `()` (or `(B,)`): `t1`, or where it stopped
+        (the accepted step on which the impasse margin fell below `impasse_tol` or changed sign).
     - `energy`: $E_L$ at the saved states, `(T,)`.
     - `vakonomic_energy`: $E_{vak}$ of $L + \\mu\\cdot g$ (`vakonomic_energy`), `(T,)`.
     - `constraint_residual`: $|g(t, q, v)|$, `(T,)`.
@@ -392,6 +416,8 @@ class VakonomicSolution(eqx.Module):
     states: State
     mu: Float[Array, "*B T k"]
     result: diffrax.RESULTS
+    impasse: Bool[Array, "*B"]
+    t_final: Float[Array, "*B"]
     energy: Float[Array, "*B T"]
     vakonomic_energy: Float[Array, "*B T"]
     constraint_residual: Float[Array, "*B T"]
@@ -400,27 +426,39 @@ class VakonomicSolution(eqx.Module):
 
 
 class _VakonomicField(eqx.Module):
-    """The right-hand side $(\\dot q, \\dot v, \\dot\\mu) = (v, a, \\dot\\mu)$ on `(State, mu)`."""
+    """The right-hand side $(\\dot q, \\dot v, \\dot\\mu) = (v, a, \\dot\\mu)$ on `(State, mu)`.
+
+    No impasse check here (it would poison trial stages): the `_Impasse` event checks the
+    accepted states and stops the trajectory on the first step that reaches or crosses one."""
 
     system: LagrangianSystem
     omega: Callable | None
     modified: bool = eqx.field(static=True)
     baumgarte: Baumgarte | None
-    impasse_tol: float = eqx.field(static=True)
-    throw: bool = eqx.field(static=True)
 
     def __call__(self, t, y, args):
         state, mu = y
         stages = assemble(self.system, state, t, checks=False)
         if self.baumgarte is not None:
             stages = baumgarte_stages(stages, self.baumgarte)
-        a, mu_dot, margin = _vakonomic_kkt(stages, mu, self.omega, self.modified)
-        bad = margin <= self.impasse_tol
-        if self.throw:
-            a = eqx.error_if(a, bad, _IMPASSE_MESSAGE)
-        else:
-            a = jnp.where(bad, jnp.nan, a)
+        a, mu_dot, _ = _vakonomic_kkt(stages, mu, self.omega, self.modified)
         return State(state.v, a), mu_dot
+
+
+class _Impasse(eqx.Module):
+    """A `diffrax.Event` condition on the accepted states `(State, mu)`: `crossing=False` is
+    `True` where the impasse margin is at most `tol` (also at `t0`); `crossing=True` is the
+    signed margin, whose sign change marks a step across an impasse point."""
+
+    system: LagrangianSystem
+    tol: float = eqx.field(static=True)
+    crossing: bool = eqx.field(static=True)
+
+    def __call__(self, t, y, args, **kwargs):
+        state, mu = y
+        stages = assemble(self.system, state, t, checks=False)
+        margin = _signed_margin(stages, _M_mu(stages, _mu_g(stages, mu)))
+        return margin if self.crossing else jnp.abs(margin) <= self.tol
 
 
 class _VakonomicProjection(eqx.Module):
@@ -480,12 +518,15 @@ def simulate_vakonomic(
     - `omega`, `modified`: model B2 and the variant (60), as in `vakonomic_acceleration`.
     - `integrator`, `saveat`, `rtol`, `atol`, `dt0`, `max_steps`, `stepsize_controller`,
         `stabilization`, `adjoint`, `progress`, `sharding`: as in `gm.simulate`.
-    - `throw`: if `True`, reaching an impasse point ($M_\\mu$ degenerate on $\\ker G$, relative
-        margin below `impasse_tol`) raises an error saying so, and so does any other integration
-        failure. If `False` the vector field is NaN at impasse points, so such a trajectory ends
-        with a failure code in `result` (diffrax's, e.g. `max_steps_reached`) and the other
-        trajectories are returned unharmed; `impasse_margin` along the saved states locates it.
-    - `impasse_tol`: default $\\sqrt{\\varepsilon}$ of the dtype.
+    - `throw`: if `True`, reaching an impasse point raises an error saying so, and so does any
+        other integration failure. If `False` a trajectory reaching an impasse point stops there
+        with `sol.impasse` `True`, `sol.result == diffrax.RESULTS.event_occurred` and
+        `sol.t_final` the time reached; the other trajectories are returned unharmed.
+    - `impasse_tol`: an accepted state whose impasse margin ($\\sigma_{\\min}/\\sigma_{\\max}$ of
+        $M_\\mu$ on $\\ker G$, `impasse_margin`) is at most this is an impasse point, and so is a
+        step across which the margin's sign (that of $\\det Z^\\top M_\\mu Z$) changes (a
+        `diffrax.Event`, checked after every accepted step and at `t0`). Default
+        $\\sqrt{\\varepsilon}$ of the dtype.
 
     **Returns:** a `VakonomicSolution`.
     """
@@ -543,14 +584,23 @@ def _simulate_vakonomic(
     project = None
     if isinstance(stabilization, ManifoldProjection):
         project = _VakonomicProjection(system, stabilization.iterations)
-    rhs = _VakonomicField(system, omega, modified, baumgarte, impasse_tol, options["throw"])
-    raw = _integrate_ode(rhs, (y0, mu0), t0, t1, batched=batched, project=project, **options)
+    rhs = _VakonomicField(system, omega, modified, baumgarte)
+    event = diffrax.Event(tuple(_Impasse(system, impasse_tol, c) for c in (False, True)))
+    raw = _integrate_ode(
+        rhs, (y0, mu0), t0, t1, batched=batched, project=project, event=event, **options
+    )
+    impasse = raw.result == diffrax.RESULTS.event_occurred
+    result = raw.result
+    if options["throw"]:
+        result = eqx.error_if(result, impasse, _IMPASSE_MESSAGE)
     states, mu = raw.ys
     diagnostics = jax.vmap(_VakonomicDiagnostics(system))
     if batched:
         diagnostics = jax.vmap(diagnostics)
     E, E_vak, phi, h = diagnostics(raw.ts, states, mu)
-    return VakonomicSolution(raw.ts, states, mu, raw.result, E, E_vak, phi, h, raw.stats)
+    return VakonomicSolution(
+        raw.ts, states, mu, result, impasse, raw.t_final, E, E_vak, phi, h, raw.stats
+    )
 
 
 # -- Četaev vs vakonomic ------------------------------------------------------------------------
@@ -565,7 +615,8 @@ class DynamicsComparison(eqx.Module):
     - `vakonomic`: the `VakonomicSolution`, batched over the `B` values of $\\mu_0$.
     - `mu0`: the initial multipliers, `(B, k)`.
     - `max_deviation`: $\\max_t \\max_i |q^{vak}_i(t) - q^{cet}_i(t)|$ per $\\mu_0$, `(B,)`
-        (`inf`/`nan` for a vakonomic run that did not finish; see `vakonomic.result`).
+        (`inf`/`nan` for a vakonomic run that did not finish: stopped at an impasse point,
+        `vakonomic.impasse`, or failed, `vakonomic.result`).
     - `max_velocity_deviation`: the same for $v$, `(B,)`.
     """
 

@@ -225,7 +225,12 @@ def _singular_mass_pendulum():
     return gm.LagrangianSystem(lagrangian, constraint=gm.HolonomicConstraint(lambda q: q @ q - 1.0))
 
 
+SINGULAR = (diffrax.RESULTS.nonfinite, diffrax.RESULTS.dt_min_reached)
+
+
 def test_ensemble_equals_solo_runs_and_isolates_a_failure():
+    """The singular trajectory blows up (mass → 0 with E conserved) near t = 0.055: it stops
+    there with a singularity code, long before max_steps; the other 63 are their solo runs."""
     system = _singular_mass_pendulum()
     B, bad = 64, 17
     omega = jnp.zeros(B).at[bad].set(-8.0)  # only trajectory 17 swings down to y = -1/2
@@ -234,12 +239,14 @@ def test_ensemble_equals_solo_runs_and_isolates_a_failure():
         saveat=diffrax.SaveAt(ts=jnp.linspace(0.0, 1.0, 5)),
         stabilization="projection",
         throw=False,
-        max_steps=500,
     )
     sol = gm.simulate(system, y0, 0.0, 1.0, **kw)
     assert sol.states.q.shape == (B, 5, 2) and sol.ts.shape == (B, 5) and sol.energy.shape == (B, 5)
     ok = sol.result == diffrax.RESULTS.successful
     assert not ok[bad] and int(jnp.sum(ok)) == B - 1
+    assert bool((sol.result == SINGULAR[0])[bad] | (sol.result == SINGULAR[1])[bad])
+    assert int(sol.stats["num_steps"][bad]) < 4096 // 4  # stopped, not max_steps
+    assert not bool(jnp.any(jnp.isfinite(sol.states.q[bad, 1:])))  # t > 0.055 never reached
     for i in range(B):
         if i == bad:
             continue
@@ -247,8 +254,23 @@ def test_ensemble_equals_solo_runs_and_isolates_a_failure():
         assert solo.result == diffrax.RESULTS.successful
         np.testing.assert_allclose(sol.states.q[i], solo.states.q, rtol=1e-12, atol=1e-13)
         np.testing.assert_allclose(sol.states.v[i], solo.states.v, rtol=1e-12, atol=1e-12)
-    with pytest.raises(Exception, match="maximum number of solver steps"):
+    with pytest.raises(Exception, match="ran into a singularity"):
         gm.simulate(system, jax.tree.map(lambda x: x[bad], y0), 0.0, 1.0, **{**kw, "throw": True})
+
+
+def test_fixed_step_nonfinite_trajectory_stops():
+    """With a fixed step the first NaN step is accepted by diffrax (which would then carry NaN
+    to t1 and report success): it stops there with `nonfinite`, keeping the last finite state."""
+    system = _singular_mass_pendulum()
+    y0 = pendulum_state(jnp.array([0.1, 0.2]), jnp.array([-8.0, 0.0]))
+    sol = gm.simulate(
+        system, y0, 0.0, 1.0, integrator=diffrax.Euler(), dt0=1e-3, throw=False
+    )  # SaveAt(t1=True): the state where each trajectory stopped
+    np.testing.assert_array_equal(sol.result == diffrax.RESULTS.nonfinite, [True, False])
+    assert bool((sol.result == diffrax.RESULTS.successful)[1])
+    n = int(sol.stats["num_steps"][0])
+    assert n < 100 and float(sol.ts[0, 0]) == pytest.approx(n * 1e-3)  # blow-up near t = 0.055
+    assert bool(jnp.all(jnp.isfinite(sol.states.q[0]))) and float(sol.states.q[0, -1, 1]) < -0.4
 
 
 # -- gradients ----------------------------------------------------------------------------------

@@ -454,11 +454,72 @@ def test_impasse(appell_runs):
     cmp = gm.compare_cetaev_vakonomic(
         sys, s0, grid, 0.0, 1.0, saveat=diffrax.SaveAt(ts=jnp.linspace(0.0, 1.0, 101)), **TOL
     )
-    ok = cmp.vakonomic.result == diffrax.RESULTS.successful
+    vak = cmp.vakonomic
+    ok = vak.result == diffrax.RESULTS.successful
     assert not bool(ok[0]) and bool(jnp.all(ok[1:]))
+    np.testing.assert_array_equal(vak.impasse, jnp.arange(8) == 0)
+    # the result code of an impasse
+    np.testing.assert_array_equal(vak.result == diffrax.RESULTS.event_occurred, vak.impasse)
+    # stopped at the impasse (t0 here), without a single step; the others reached t1
+    assert int(vak.stats["num_steps"][0]) == 0 and float(vak.t_final[0]) == 0.0
+    np.testing.assert_array_equal(vak.t_final[1:], 1.0)
+    assert not bool(jnp.any(jnp.isfinite(vak.states.q[0])))
     assert float(jnp.max(cmp.max_deviation[1:])) < 1e-8
     with pytest.raises(Exception, match="impasse"):
         gm.simulate_vakonomic(sys, s0, mu_bad[None], 0.0, 1.0)
+
+
+def test_impasse_reached_during_the_motion(appell_runs):
+    """Appell–Hamel with the spring, moving in the plane y = 0: the Euler–Lagrange equations of
+    L + μg give P = (m + μa/s) ẋ with Ṗ = −k x, and ẍ = (amg − kx)/(m(1 + a²)) (harmonic about
+    x_e = amg/k), while M_μ on ker G has the transverse eigenvalue m + μa/s = P/s. So the motion
+    is regular, but it crosses an impasse point at the root t* of P(t) = P(0) − k∫x, for every μ0
+    with a root in [0, 1]: there it stops, flagged, and the others run to t1."""
+    model = appell_runs["spring"][0]
+    m, a, grav, k = (float(x) for x in (model.m, model.a, model.grav, model.k))
+    x0, v0 = 1.0, 1.0
+    s0 = model.state(q=(x0, 0.0, 0.0), vxy=(v0, 0.0))
+    x_e, w = a * m * grav / k, np.sqrt(k / (m * (1 + a**2)))
+    ts = np.linspace(0.0, 1.0, 101)
+    x = x_e + (x0 - x_e) * np.cos(w * ts) + v0 / w * np.sin(w * ts)
+    int_x = x_e * ts + (x0 - x_e) * np.sin(w * ts) / w + v0 * (1 - np.cos(w * ts)) / w**2
+    mu0 = np.array([-1.5, -1.0, 0.0, 1.0, 2.0, 4.0, 8.0, 12.0])
+    P = m * v0 + a * mu0[:, None] - k * int_x  # (B, T), decreasing in t
+    crosses = P[:, -1] < 0
+    assert crosses[:-1].all() and not crosses[-1]
+    i = np.argmax(P <= 0, axis=1)  # t* by linear interpolation between saved times
+    t_star = ts[i - 1] + P[np.arange(8), i - 1] / (P[np.arange(8), i - 1] - P[np.arange(8), i]) * (
+        ts[i] - ts[i - 1]
+    )
+    # the same compiled run as the appell_runs fixture (batch of 8, same saveat)
+    sol = gm.simulate_vakonomic(
+        model.system(),
+        s0,
+        jnp.asarray(mu0)[:, None],
+        0.0,
+        1.0,
+        saveat=diffrax.SaveAt(ts=jnp.asarray(ts)),
+        throw=False,
+        **TOL,
+    )
+    np.testing.assert_array_equal(sol.impasse, crosses)
+    assert bool(jnp.all((sol.result == diffrax.RESULTS.successful) == ~crosses))
+    t_final = np.asarray(sol.t_final)
+    assert t_final[-1] == 1.0
+    # stopped at the end of the accepted step across t*, a short step at this tolerance
+    assert np.all(t_final[:-1] >= t_star[:-1] - 1e-3)
+    assert np.all(t_final[:-1] <= t_star[:-1] + 0.03)
+    assert int(jnp.max(sol.stats["num_steps"])) < 200  # not max_steps
+    # up to the stop, the regular planar motion of the closed form; nothing saved after it
+    reached = ts[None] <= t_final[:, None]
+    q = np.asarray(sol.states.q)
+    np.testing.assert_allclose(
+        q[..., 0][reached], np.broadcast_to(x, q.shape[:2])[reached], atol=1e-9
+    )
+    np.testing.assert_allclose(q[..., 1][reached], 0.0, atol=1e-12)
+    assert not np.isfinite(q[~reached]).any()
+    with pytest.raises(Exception, match="impasse"):
+        gm.simulate_vakonomic(model.system(), s0, jnp.zeros(1), 0.0, 1.0, **TOL)
 
 
 def test_stabilization_shared_with_simulate(family_runs):
