@@ -9,6 +9,10 @@ import pytest
 import geomech as gm
 from geomech.models import ThesisExample2
 
+# these tests check geomech's own messages for bad arguments, as users see them (without the
+# annotation checker of the test suite)
+pytestmark = pytest.mark.usefixtures("no_typecheck")
+
 FREE = lambda q, v: 0.5 * v @ v - q @ q
 S2 = gm.State(jnp.array([0.3, 0.4]), jnp.array([1.0, -1.0]))
 S3 = gm.State(jnp.array([0.3, 0.4, 0.1]), jnp.array([1.0, 1.0, -2.0]))
