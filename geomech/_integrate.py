@@ -27,6 +27,7 @@ from ._constraint import (
     StackedConstraint,
 )
 from ._dynamics import _check_solver, check_on_constraint, constrained_acceleration, on_constraint
+from ._precision import warn_if_imprecise
 from ._solver._base import AbstractSolver
 from ._solver._projection import Projection
 from ._stages import Stages, assemble
@@ -739,6 +740,8 @@ def simulate(
     """
     batched = _check_state(system, y0, t0)
     _check_solver(system, solver)
+    if stepsize_controller is None and isinstance(integrator, diffrax.AbstractAdaptiveSolver):
+        warn_if_imprecise(y0.q.dtype, rtol, atol)
     stabilization = _as_stabilization(stabilization)
     options = _solve_options(
         integrator=integrator,
