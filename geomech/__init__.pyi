@@ -1,5 +1,7 @@
 """The public names of geomech (DESIGN.md §3), imported lazily by `__init__.py`."""
 
+from . import models as models, plot as plot
+
 from ._bundle import (
     HorizontalForm as HorizontalForm,
     SpecialVectorField as SpecialVectorField,
