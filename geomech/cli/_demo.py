@@ -1,4 +1,4 @@
-"""`geomech demo`: a one-minute tour (holonomic, nonholonomic, W ≠ D, solvers, an ensemble)."""
+"""`geomech demo`: a short tour (holonomic, nonholonomic, W ≠ D, solvers, an ensemble)."""
 
 import time
 

@@ -112,7 +112,7 @@ def parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--float32", action="store_true", dest="float32_sub", help=argparse.SUPPRESS)
 
-    sub.add_parser("demo", help="a one-minute tour")
+    sub.add_parser("demo", help="a short tour")
     return p
 
 
