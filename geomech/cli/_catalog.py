@@ -36,7 +36,6 @@ def build() -> dict[str, dict]:
         model = cls()
         system, y0 = model.system(), model.initial_state()
         catalog[name] = {
-            "class": cls.__name__,
             "description": model.description,
             "coordinates": list(model.coordinates),
             "units": list(model.units),
@@ -50,7 +49,6 @@ def build() -> dict[str, dict]:
             "k": system.check_shapes(y0, model.t0),
             "time_dependent": system.time_dependent,
             "work_space": system.work_space is not None,
-            "symmetric": isinstance(model, gmm.AbstractSymmetricModel),
         }
     return catalog
 
