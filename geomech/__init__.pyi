@@ -1,7 +1,6 @@
 """The public names of geomech (DESIGN.md §3), imported lazily by `__init__.py`."""
 
 from . import models as models, plot as plot
-
 from ._bundle import (
     HorizontalForm as HorizontalForm,
     SpecialVectorField as SpecialVectorField,
@@ -27,13 +26,12 @@ from ._dynamics import (
     multipliers as multipliers,
     unconstrained_acceleration as unconstrained_acceleration,
 )
-from ._integrate import (
+from ._integrate import Solution as Solution, simulate as simulate
+from ._stabilization import (
     AbstractStabilization as AbstractStabilization,
     Baumgarte as Baumgarte,
     ManifoldProjection as ManifoldProjection,
-    Solution as Solution,
     project_to_constraints as project_to_constraints,
-    simulate as simulate,
 )
 from ._precision import PrecisionWarning as PrecisionWarning
 from ._manifold import (
@@ -45,7 +43,13 @@ from ._manifold import (
 from ._solver._base import AbstractSolver as AbstractSolver
 from ._solver._projection import Projection as Projection
 from ._solver._gauss import Gauss as Gauss
-from ._solver._gibbs_appell import GibbsAppell as GibbsAppell, gibbs_appell_function as gibbs_appell_function
+from ._solver._gibbs_appell import (
+    AbstractGibbsAppell as AbstractGibbsAppell,
+    GibbsAppell as GibbsAppell,
+    GibbsAppellD as GibbsAppellD,
+    GibbsAppellW as GibbsAppellW,
+    gibbs_appell_function as gibbs_appell_function,
+)
 from ._solver._kane import Kane as Kane, bracket_basis as bracket_basis, orthonormal_basis as orthonormal_basis
 from ._solver._momentum import NonholonomicMomentum as NonholonomicMomentum
 from ._solver._multipliers import Multipliers as Multipliers
@@ -59,18 +63,22 @@ from ._stages import Stages as Stages, assemble as assemble
 from ._system import LagrangianSystem as LagrangianSystem
 from ._validate import Problem as Problem, ValidationReport as ValidationReport, validate as validate
 from ._sympy import SympyFunction as SympyFunction, from_sympy as from_sympy
-from ._vakonomic import (
+from ._vakonomic._conditions import (
+    condition_57 as condition_57,
+    lambda_from_mu as lambda_from_mu,
+    mu_dot_from_lambda as mu_dot_from_lambda,
+    transpositional_relation as transpositional_relation,
+)
+from ._vakonomic._dynamics import (
+    impasse_margin as impasse_margin,
+    vakonomic_acceleration as vakonomic_acceleration,
+    vakonomic_energy as vakonomic_energy,
+)
+from ._vakonomic._simulate import (
     DynamicsComparison as DynamicsComparison,
     VakonomicSolution as VakonomicSolution,
     compare_cetaev_vakonomic as compare_cetaev_vakonomic,
-    condition_57 as condition_57,
-    impasse_margin as impasse_margin,
-    lambda_from_mu as lambda_from_mu,
-    mu_dot_from_lambda as mu_dot_from_lambda,
     simulate_vakonomic as simulate_vakonomic,
-    transpositional_relation as transpositional_relation,
-    vakonomic_acceleration as vakonomic_acceleration,
-    vakonomic_energy as vakonomic_energy,
 )
 
 __version__: str

@@ -44,12 +44,12 @@ class TangentVector(eqx.Module):
     dq: Float[Array, " n"]
     dv: Float[Array, " n"]
 
-    def flat(self) -> Float[Array, " 2n"]:
+    def flat(self) -> Float[Array, " two_n"]:
         """The $2n$ components $(\\delta q, \\delta v)$."""
         return jnp.concatenate([self.dq, self.dv])
 
     @classmethod
-    def from_flat(cls, x: Float[Array, " 2n"]) -> "TangentVector":
+    def from_flat(cls, x: Float[Array, " two_n"]) -> "TangentVector":
         n = x.shape[-1] // 2
         return cls(x[:n], x[n:])
 
@@ -104,7 +104,7 @@ class HorizontalForm(eqx.Module):
         u = w.dq if isinstance(w, TangentVector) else w
         return jnp.dot(self.covector(state.q, state.v), u)
 
-    def on_tq(self, state: State) -> Float[Array, " 2n"]:
+    def on_tq(self, state: State) -> Float[Array, " two_n"]:
         """The $2n$ components of $F$ as a 1-form on $TQ$ (zero $dv$ part)."""
         f = self.covector(state.q, state.v)
         return jnp.concatenate([f, jnp.zeros_like(f)])
@@ -117,15 +117,15 @@ class TwoForm(eqx.Module):
     $B_{ij} = \\partial^2 L / \\partial q^i \\partial v^j$ and $M$ the mass matrix.
     """
 
-    matrix: Float[Array, "2n 2n"]
+    matrix: Float[Array, "two_n two_n"]
 
     def __call__(self, X: TangentVector, Y: TangentVector) -> Float[Array, ""]:
         return X.flat() @ self.matrix @ Y.flat()
 
-    def flat(self, X: TangentVector) -> Float[Array, " 2n"]:
+    def flat(self, X: TangentVector) -> Float[Array, " two_n"]:
         """$X \\mapsto \\omega(X, \\cdot)$, a 1-form given by its $2n$ components."""
         return self.matrix.T @ X.flat()
 
-    def sharp(self, alpha: Float[Array, " 2n"]) -> TangentVector:
+    def sharp(self, alpha: Float[Array, " two_n"]) -> TangentVector:
         """The inverse of `flat`: the unique $X_\\alpha$ with $\\omega(X_\\alpha, \\cdot) = \\alpha$ (3.1)."""
         return TangentVector.from_flat(jnp.linalg.solve(self.matrix.T, alpha))

@@ -1,10 +1,13 @@
 """Kinematic constraints $\\phi(q, v) = 0$ (thesis (3.6)) and the work space $\\mathcal{W}$ (§3.2).
 
-User functions take `(q, v)` (or `(t, q, v)` when the system is `time_dependent`); holonomic
-constraints `h(q)` (or `h(t, q)`); linear constraints `A(q)` (or `A(t, q)`).
+User functions take `(q, v)`, or `(t, q, v)` when the system is `time_dependent`; holonomic
+constraints `h(q)` (or `h(t, q)`); linear constraints `A(q)` (or `A(t, q)`). A
+`LagrangianSystem` binds its `time_dependent` flag into its constraints and work space once, when
+it is built (`bind_time`), so every method below takes `t` first and no call site passes the flag.
 """
 
 import abc
+import dataclasses
 from collections.abc import Callable, Sequence
 
 import equinox as eqx
@@ -16,20 +19,59 @@ from ._linalg import null_space
 
 
 def call(fn: Callable, t, *args, time_dependent: bool):
-    """Call a user function with `t` first if the system is time dependent."""
+    """Call a user function with `t` first if it is time dependent (the one place that knows
+    both conventions)."""
     return fn(t, *args) if time_dependent else fn(*args)
 
 
+class TimeForm(eqx.Module):
+    """A user function in the normalized form `f(t, *args)`, whichever form the user wrote."""
+
+    fn: Callable
+    time_dependent: bool = eqx.field(static=True)
+
+    def __call__(self, t, *args):
+        return call(self.fn, t, *args, time_dependent=self.time_dependent)
+
+
+def _as_rows(x, name):
+    x = jnp.asarray(x)
+    if x.ndim > 1:
+        raise ValueError(f"{name} must return a scalar or a 1-D array of constraints, got shape {x.shape}.")
+    return jnp.atleast_1d(x)
+
+
+def _bound(obj, time_dependent: bool):
+    return dataclasses.replace(obj, time_dependent=time_dependent)
+
+
 class AbstractConstraint(eqx.Module):
-    """A set of $k$ kinematic constraints $\\phi^i(t, q, v) = 0$, admissible in the sense of (3.7)."""
+    """A set of $k$ kinematic constraints $\\phi^i(t, q, v) = 0$, admissible in the sense of (3.7).
+
+    What the dynamics and the integrators need to know of a constraint is asked through these
+    methods, never by testing its class.
+    """
 
     @abc.abstractmethod
-    def residual(self, t, q, v, *, time_dependent: bool) -> Float[Array, " k"]:
+    def residual(self, t, q, v) -> Float[Array, " k"]:
         """$\\phi(t, q, v)$, shape `(k,)`."""
 
-    def position_residual(self, t, q, *, time_dependent: bool) -> Float[Array, " m"]:
-        """$h(t, q)$ for the holonomic part (shape `(0,)` when there is none)."""
-        return jnp.zeros((0,), jnp.result_type(q))
+    @abc.abstractmethod
+    def position_residual(self, t, q) -> Float[Array, " m"]:
+        """$h(t, q)$ of the holonomic part, shape `(m,)` (`(0,)` when there is none)."""
+
+    @abc.abstractmethod
+    def holonomic_rows(self, t, q) -> Float[Array, " k"]:
+        """$h$ on the rows of $\\phi$ that come from holonomic constraints ($\\phi = \\dot h$
+        there), zero on the other rows; shape `(k,)`, aligned with `residual`."""
+
+    @abc.abstractmethod
+    def affine_in_v(self) -> bool:
+        """Whether $\\phi$ is affine in $v$ (then one Newton step projects velocities exactly)."""
+
+    @abc.abstractmethod
+    def bind_time(self, time_dependent: bool) -> "AbstractConstraint":
+        """This constraint with its user functions read as `f(t, ...)` if `time_dependent`."""
 
     @staticmethod
     def stack(constraints: Sequence["AbstractConstraint"]) -> "StackedConstraint":
@@ -40,11 +82,9 @@ class AbstractConstraint(eqx.Module):
         return StackedConstraint((self, other))
 
 
-def _as_rows(x, name):
-    x = jnp.asarray(x)
-    if x.ndim > 1:
-        raise ValueError(f"{name} must return a scalar or a 1-D array of constraints, got shape {x.shape}.")
-    return jnp.atleast_1d(x)
+def _no_holonomic_rows(constraint: AbstractConstraint, t, q) -> Float[Array, " k"]:
+    k = jax.eval_shape(constraint.residual, t, q, q).shape[0]
+    return jnp.zeros((k,), jnp.result_type(q))
 
 
 class Constraint(AbstractConstraint):
@@ -53,12 +93,27 @@ class Constraint(AbstractConstraint):
     **Arguments:**
 
     - `phi`: `(q, v) -> (k,)` (or `(t, q, v) -> (k,)` for a time-dependent system).
+
+    `time_dependent` is set from the `LagrangianSystem` the constraint is given to.
     """
 
     phi: Callable
+    time_dependent: bool = eqx.field(default=False, static=True)
 
-    def residual(self, t, q, v, *, time_dependent):
-        return _as_rows(call(self.phi, t, q, v, time_dependent=time_dependent), "phi")
+    def residual(self, t, q, v):
+        return _as_rows(call(self.phi, t, q, v, time_dependent=self.time_dependent), "phi")
+
+    def position_residual(self, t, q):
+        return jnp.zeros((0,), jnp.result_type(q))
+
+    def holonomic_rows(self, t, q):
+        return _no_holonomic_rows(self, t, q)
+
+    def affine_in_v(self) -> bool:
+        return False
+
+    def bind_time(self, time_dependent):
+        return _bound(self, time_dependent)
 
 
 class HolonomicConstraint(AbstractConstraint):
@@ -67,18 +122,29 @@ class HolonomicConstraint(AbstractConstraint):
     **Arguments:**
 
     - `h`: `q -> (k,)` (or `(t, q) -> (k,)`); kept for position-level use (stabilization).
+
+    `time_dependent` is set from the `LagrangianSystem` the constraint is given to.
     """
 
     h: Callable
+    time_dependent: bool = eqx.field(default=False, static=True)
 
-    def position_residual(self, t, q, *, time_dependent):
-        return _as_rows(call(self.h, t, q, time_dependent=time_dependent), "h")
+    def position_residual(self, t, q):
+        return _as_rows(call(self.h, t, q, time_dependent=self.time_dependent), "h")
 
-    def residual(self, t, q, v, *, time_dependent):
+    def residual(self, t, q, v):
         # d/dt h(t, q(t)) = ∂h/∂q v + ∂h/∂t  (thesis §3.1, holonomic case of (3.6))
-        f = lambda t_, q_: self.position_residual(t_, q_, time_dependent=time_dependent)
         t = jnp.asarray(t, jnp.result_type(q))
-        return jax.jvp(f, (t, q), (jnp.ones_like(t), v))[1]
+        return jax.jvp(self.position_residual, (t, q), (jnp.ones_like(t), v))[1]
+
+    def holonomic_rows(self, t, q):
+        return self.position_residual(t, q)
+
+    def affine_in_v(self) -> bool:
+        return True
+
+    def bind_time(self, time_dependent):
+        return _bound(self, time_dependent)
 
 
 class LinearConstraint(AbstractConstraint):
@@ -88,21 +154,36 @@ class LinearConstraint(AbstractConstraint):
 
     - `A_of_q`: `q -> (k, n)` (or `(t, q) -> (k, n)`).
     - `c_of_q`: optional free term `q -> (k,)` (or `(t, q) -> (k,)`); zero by default.
+
+    `time_dependent` is set from the `LagrangianSystem` the constraint is given to.
     """
 
     A_of_q: Callable
     c_of_q: Callable | None = None
+    time_dependent: bool = eqx.field(default=False, static=True)
 
-    def residual(self, t, q, v, *, time_dependent):
-        A = jnp.asarray(call(self.A_of_q, t, q, time_dependent=time_dependent))
+    def residual(self, t, q, v):
+        A = jnp.asarray(call(self.A_of_q, t, q, time_dependent=self.time_dependent))
         if A.ndim == 1:
             A = A[None, :]
         if A.ndim != 2:
             raise ValueError(f"A_of_q must return a (k, n) matrix, got shape {A.shape}.")
         r = A @ v
         if self.c_of_q is not None:
-            r = r + _as_rows(call(self.c_of_q, t, q, time_dependent=time_dependent), "c_of_q")
+            r = r + _as_rows(call(self.c_of_q, t, q, time_dependent=self.time_dependent), "c_of_q")
         return r
+
+    def position_residual(self, t, q):
+        return jnp.zeros((0,), jnp.result_type(q))
+
+    def holonomic_rows(self, t, q):
+        return _no_holonomic_rows(self, t, q)
+
+    def affine_in_v(self) -> bool:
+        return True
+
+    def bind_time(self, time_dependent):
+        return _bound(self, time_dependent)
 
 
 class StackedConstraint(AbstractConstraint):
@@ -114,15 +195,20 @@ class StackedConstraint(AbstractConstraint):
         if not self.constraints or not all(isinstance(c, AbstractConstraint) for c in self.constraints):
             raise TypeError("Constraint.stack takes a non-empty sequence of constraints.")
 
-    def residual(self, t, q, v, *, time_dependent):
-        return jnp.concatenate(
-            [c.residual(t, q, v, time_dependent=time_dependent) for c in self.constraints]
-        )
+    def residual(self, t, q, v):
+        return jnp.concatenate([c.residual(t, q, v) for c in self.constraints])
 
-    def position_residual(self, t, q, *, time_dependent):
-        return jnp.concatenate(
-            [c.position_residual(t, q, time_dependent=time_dependent) for c in self.constraints]
-        )
+    def position_residual(self, t, q):
+        return jnp.concatenate([c.position_residual(t, q) for c in self.constraints])
+
+    def holonomic_rows(self, t, q):
+        return jnp.concatenate([c.holonomic_rows(t, q) for c in self.constraints])
+
+    def affine_in_v(self) -> bool:
+        return all(c.affine_in_v() for c in self.constraints)
+
+    def bind_time(self, time_dependent):
+        return StackedConstraint(tuple(c.bind_time(time_dependent) for c in self.constraints))
 
 
 class Subspace(eqx.Module):
@@ -133,33 +219,37 @@ class Subspace(eqx.Module):
     - `basis`: `(q, v) -> (n, n - k)` whose columns span $\\mathcal{W}$ (or a constant array);
     - `annihilator`: `(q, v) -> (k, n)` matrix $C$ with $\\mathcal{W} = \\ker C$ (or a constant array).
 
-    With `time_dependent=True` systems the functions take `t` first.
+    With `time_dependent=True` systems the functions take `t` first (`time_dependent` is set
+    from the `LagrangianSystem` the subspace is given to).
     """
 
     basis: Callable | Array | None = None
     annihilator: Callable | Array | None = None
+    time_dependent: bool = eqx.field(default=False, static=True)
 
     def __check_init__(self):
         if (self.basis is None) == (self.annihilator is None):
             raise ValueError("Subspace needs exactly one of basis=... or annihilator=....")
 
-    @staticmethod
-    def _eval(x, t, q, v, time_dependent, one_vector_as_column):
-        out = call(x, t, q, v, time_dependent=time_dependent) if callable(x) else x
+    def bind_time(self, time_dependent: bool) -> "Subspace":
+        """This subspace with its functions read as `f(t, q, v)` if `time_dependent`."""
+        return _bound(self, time_dependent)
+
+    def _eval(self, x, t, q, v, one_vector_as_column):
+        out = call(x, t, q, v, time_dependent=self.time_dependent) if callable(x) else x
         out = jnp.asarray(out, jnp.result_type(q))
         if out.ndim == 1:  # a single vector (basis) or a single row (annihilator)
             out = out[:, None] if one_vector_as_column else out[None, :]
         return out
 
-    def annihilator_matrix(self, t, q, v, *, time_dependent) -> Float[Array, "k n"]:
+    def annihilator_matrix(self, t, q, v) -> Float[Array, "k n"]:
         """$C$ with $\\mathcal{W} = \\ker C$ (rows span $\\mathcal{W}^0$)."""
         if self.annihilator is not None:
-            return self._eval(self.annihilator, t, q, v, time_dependent, False)
-        E = self.basis_matrix(t, q, v, time_dependent=time_dependent)
-        return null_space(E.T).T
+            return self._eval(self.annihilator, t, q, v, False)
+        return null_space(self.basis_matrix(t, q, v).T).T
 
-    def basis_matrix(self, t, q, v, *, time_dependent) -> Float[Array, "n m"]:
+    def basis_matrix(self, t, q, v) -> Float[Array, "n m"]:
         """A matrix whose columns form a basis of $\\mathcal{W}$."""
         if self.basis is not None:
-            return self._eval(self.basis, t, q, v, time_dependent, True)
-        return null_space(self.annihilator_matrix(t, q, v, time_dependent=time_dependent))
+            return self._eval(self.basis, t, q, v, True)
+        return null_space(self.annihilator_matrix(t, q, v))

@@ -4,6 +4,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ._custom_types import RealScalarLike
 from ._bundle import State, TangentVector
 from ._checks import constraint_tolerance, position_residual, velocity_residual, within
 from ._solver._base import AbstractSolver
@@ -12,7 +13,7 @@ from ._stages import Stages, assemble
 from ._system import LagrangianSystem
 
 
-def _check_solver(system: LagrangianSystem, solver: AbstractSolver):
+def check_solver(system: LagrangianSystem, solver: AbstractSolver):
     if not isinstance(solver, AbstractSolver):
         raise TypeError(f"solver must be a geomech solver such as gm.Projection(), got {solver!r}.")
     if system.known_work is not None and not solver.supports_known_work:
@@ -31,14 +32,14 @@ def constrained_acceleration(stages: Stages, solver: AbstractSolver) -> Float[Ar
 
 
 @eqx.filter_jit
-def unconstrained_acceleration(system: LagrangianSystem, state: State, t=0.0) -> Float[Array, " n"]:
+def unconstrained_acceleration(system: LagrangianSystem, state: State, t: RealScalarLike = 0.0) -> Float[Array, " n"]:
     """The acceleration of $X_U$, $\\omega_L(X_U, \\cdot) = -dE_L + F^e$ (2.9), ignoring constraints."""
     return assemble(system, state, t).a_U
 
 
 @eqx.filter_jit
 def acceleration(
-    system: LagrangianSystem, state: State, solver: AbstractSolver = Projection(), t=0.0
+    system: LagrangianSystem, state: State, solver: AbstractSolver = Projection(), t: RealScalarLike = 0.0
 ) -> Float[Array, " n"]:
     """The acceleration $a_R$ of the constrained dynamics $X_R = (v, a_R)$ at `state`.
 
@@ -51,13 +52,13 @@ def acceleration(
 
     **Returns:** an `(n,)` array.
     """
-    _check_solver(system, solver)
+    check_solver(system, solver)
     return constrained_acceleration(assemble(system, state, t), solver)
 
 
 @eqx.filter_jit
 def constrained_field(
-    system: LagrangianSystem, state: State, solver: AbstractSolver = Projection(), t=0.0
+    system: LagrangianSystem, state: State, solver: AbstractSolver = Projection(), t: RealScalarLike = 0.0
 ) -> TangentVector:
     """The special vector field $X_R(q, v) = (v, a_R)$."""
     return TangentVector(state.v, acceleration(system, state, solver, t))
@@ -65,32 +66,32 @@ def constrained_field(
 
 @eqx.filter_jit
 def constraint_force(
-    system: LagrangianSystem, state: State, solver: AbstractSolver = Projection(), t=0.0
+    system: LagrangianSystem, state: State, solver: AbstractSolver = Projection(), t: RealScalarLike = 0.0
 ) -> Float[Array, " n"]:
     """The constraint force $F^c = M(a_R - a_U)$, the covector with $M a = Q + F^c$.
 
     It lies in $\\mathcal{W}^0$ for ideal or generalized constraints, and satisfies
     $F^c(u) = F^0(u)$ on $\\mathcal{W}$ with known work.
     """
-    _check_solver(system, solver)
+    check_solver(system, solver)
     stages = assemble(system, state, t)
     return stages.M @ (constrained_acceleration(stages, solver) - stages.a_U)
 
 
 @eqx.filter_jit
 def multipliers(
-    system: LagrangianSystem, state: State, solver: AbstractSolver = Projection(), t=0.0
+    system: LagrangianSystem, state: State, solver: AbstractSolver = Projection(), t: RealScalarLike = 0.0
 ) -> Float[Array, " k"]:
     """Multipliers $\\lambda$ with $F^c - F^0 = C^\\top \\lambda$ ($C = A = \\partial\\phi/\\partial v$ when
     $\\mathcal{W} = \\mathcal{D}$, which recovers the documents' $+A^\\top\\lambda$ convention)."""
-    _check_solver(system, solver)
+    check_solver(system, solver)
     stages = assemble(system, state, t)
     Fc = stages.M @ (constrained_acceleration(stages, solver) - stages.a_U)
     C = stages.C
     return jnp.linalg.solve(C @ C.T, C @ (Fc - stages.F0))
 
 
-def on_constraint(system: LagrangianSystem, state: State, t=0.0, *, tol: float | None = None):
+def on_constraint(system: LagrangianSystem, state: State, t: RealScalarLike = 0.0, *, tol: float | None = None):
     """Whether $|\\phi| \\le$ `tol`$\\,(1 + |v|_\\infty)$ and $|h| \\le$ `tol` (False for NaN states).
 
     The default `tol` is `1e-8` in float64 and `1e-4` in float32.
@@ -101,13 +102,13 @@ def on_constraint(system: LagrangianSystem, state: State, t=0.0, *, tol: float |
     return within(phi, tol) & within(h, tol)  # NaN counts as off C
 
 
-def check_on_constraint(system: LagrangianSystem, state: State, t=0.0, *, tol: float | None = None) -> State:
+def check_on_constraint(system: LagrangianSystem, state: State, t: RealScalarLike = 0.0, *, tol: float | None = None) -> State:
     """Return `state` if it lies on $\\mathcal{C}$ (see `on_constraint`), else raise an error naming
     the problem (`eqx.error_if`, so it also works under `jit`)."""
     system.check_shapes(state, t)
     shown = "1e-8 (float64) / 1e-4 (float32)" if tol is None else f"{tol:g}"
     return eqx.error_if(
         state, ~on_constraint(system, state, t, tol=tol),
-        f"the state is off the constraint manifold C (|φ| or |h| above tol = {shown}): make the "
-        "initial data consistent, e.g. with gm.project_to_constraints(system, state), or pass a larger tol.",
+        f"the state is off the constraint manifold C (|φ| or |h| above tol = {shown}; NaN counts as "
+        "off C): make the initial data consistent, e.g. with gm.project_to_constraints(system, state).",
     )

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jaxtyping import Array, Float
 
+from ._custom_types import RealScalarLike
 from ._bundle import State
 from . import _linalg as la
 from ._checks import (
@@ -109,17 +110,17 @@ class Stages(eqx.Module):
         return P.T @ self.M @ P + R.T @ self.M @ R
 
     @property
-    def D_basis(self) -> Float[Array, "n n-k"]:
+    def D_basis(self) -> Float[Array, "n m"]:
         """An orthonormal basis of the virtual displacements $\\mathcal{D} = \\ker A$ (3.10)."""
         return null_space(self.A)
 
     @property
-    def W_basis(self) -> Float[Array, "n n-k"]:
+    def W_basis(self) -> Float[Array, "n m"]:
         """A basis of $\\mathcal{W}$ (the user's basis if one was given, else $\\ker C$)."""
         ws = self.system.work_space
         if ws is None:
             return self.D_basis
-        return ws.basis_matrix(self.t, self.state.q, self.state.v, time_dependent=self.system.time_dependent)
+        return ws.basis_matrix(self.t, self.state.q, self.state.v)
 
     def M_orthonormalize(self, E: Float[Array, "n m"]) -> Float[Array, "n m"]:
         """Columns spanning the same subspace as the (independent) columns of `E`, $M$-orthonormal:
@@ -156,7 +157,7 @@ def _check_constraints(A, C, M_cho):
     return eqx.error_if(A, ~holds(condition_3_19_margin(A, C, M_cho)), CONDITION_3_19 + ".")
 
 
-def assemble(system: LagrangianSystem, state: State, t=0.0, *, checks: bool = True) -> Stages:
+def assemble(system: LagrangianSystem, state: State, t: RealScalarLike = 0.0, *, checks: bool = True) -> Stages:
     """Compute the shared stages at `(t, state)`; shape errors raise before tracing.
 
     With `checks=True` the value conditions (regular $L$, admissibility (3.7), condition (3.19))
@@ -165,7 +166,6 @@ def assemble(system: LagrangianSystem, state: State, t=0.0, *, checks: bool = Tr
     system.check_shapes(state, t)
     q, v = state.q, state.v
     t = jnp.asarray(t, q.dtype)
-    td = system.time_dependent
     M = system.mass_matrix(state, t)
     M_cho = la.cholesky(M)
     if checks:
@@ -175,8 +175,11 @@ def assemble(system: LagrangianSystem, state: State, t=0.0, *, checks: bool = Tr
     if system.constraint is None:
         A = jnp.zeros((0, q.shape[0]), q.dtype)
         b = jnp.zeros((0,), q.dtype)
-        return Stages(system, state, t, M, M_cho, Q, F0, b, A, b, A, ideal=True)
-    phi = lambda t_, q_, v_: system.constraint.residual(t_, q_, v_, time_dependent=td)
+        return Stages(
+            system=system, state=state, t=t, M=M, M_cho=M_cho, Q=Q, F0=F0, phi=b, A=A, b=b, C=A,
+            ideal=True,
+        )
+    phi = system.constraint.residual
     k = jax.eval_shape(phi, t, q, v).shape[0]
     jac = jax.jacrev if 2 * k < q.shape[0] else jax.jacfwd  # fewer passes: k reverse or n forward
     A = jac(phi, argnums=2)(t, q, v)  # A = ∂φ/∂v
@@ -184,9 +187,12 @@ def assemble(system: LagrangianSystem, state: State, t=0.0, *, checks: bool = Tr
     phi_value, dphi = jax.jvp(lambda t_, q_: phi(t_, q_, v), (t, q), (jnp.ones_like(t), v))
     b = -dphi
     ideal = system.work_space is None
-    C = A if ideal else system.work_space.annihilator_matrix(t, q, v, time_dependent=td)
+    C = A if ideal else system.work_space.annihilator_matrix(t, q, v)
     if checks:
         A = _check_constraints(A, C, M_cho)
         if ideal:
             C = A
-    return Stages(system, state, t, M, M_cho, Q, F0, phi_value, A, b, C, ideal=ideal)
+    return Stages(
+        system=system, state=state, t=t, M=M, M_cho=M_cho, Q=Q, F0=F0, phi=phi_value, A=A, b=b, C=C,
+        ideal=ideal,
+    )

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ._custom_types import RealScalarLike
 from ._bundle import State
 from ._linalg import rank_tolerance
 from ._stages import Stages
@@ -97,7 +98,7 @@ def momentum_components(
 
 @eqx.filter_jit
 def nonholonomic_momentum(
-    system: LagrangianSystem, state: State, action: LieAlgebraAction, xi=None, t=0.0
+    system: LagrangianSystem, state: State, action: LieAlgebraAction, xi=None, t: RealScalarLike = 0.0
 ) -> Float[Array, "..."]:
     """The nonholonomic momentum $J^{nh}(\\xi) = \\partial L/\\partial v \\cdot \\xi_Q(q)$
     (§4.3, (4.16)).
@@ -128,7 +129,7 @@ def invariance_defect(system: LagrangianSystem, t, q, v, action: LieAlgebraActio
     return jnp.any(jnp.abs(dL) > tol * scale + jnp.finfo(q.dtype).tiny)
 
 
-_NOT_INVARIANT = (
+NOT_INVARIANT_MESSAGE = (
     "the Lagrangian is not invariant under the lifted action (dL(ξ_Q, Dξ_Q v) ≠ 0 at this "
     "state), so the nonholonomic momentum equation (4.11) does not hold: use generators of a "
     "symmetry of L."
@@ -137,10 +138,10 @@ _NOT_INVARIANT = (
 
 @eqx.filter_jit
 def check_invariance(
-    system: LagrangianSystem, state: State, action: LieAlgebraAction, t=0.0
+    system: LagrangianSystem, state: State, action: LieAlgebraAction, t: RealScalarLike = 0.0
 ) -> State:
     """Return `state` unchanged if $L$ is invariant under the lifted action at `state`
     (Prop. 6); raise an error otherwise (`eqx.error_if`, so it also works under `jit`)."""
     system.check_shapes(state, t)
     bad = invariance_defect(system, jnp.asarray(t, state.q.dtype), state.q, state.v, action)
-    return eqx.error_if(state, bad, _NOT_INVARIANT)
+    return eqx.error_if(state, bad, NOT_INVARIANT_MESSAGE)

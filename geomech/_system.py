@@ -7,8 +7,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ._custom_types import RealScalarLike
 from ._bundle import State, TangentVector, TwoForm
-from ._constraint import AbstractConstraint, Subspace, call
+from ._constraint import AbstractConstraint, Subspace, TimeForm
 from ._manifold import AbstractManifold, Euclidean
 
 
@@ -30,12 +31,33 @@ class LagrangianSystem(eqx.Module):
     """
 
     lagrangian: Callable
-    force: Callable | None = None
-    constraint: AbstractConstraint | None = None
-    work_space: Subspace | None = None
-    known_work: Callable | None = None
-    manifold: AbstractManifold | None = None
-    time_dependent: bool = eqx.field(default=False, static=True)
+    force: Callable | None
+    constraint: AbstractConstraint | None
+    work_space: Subspace | None
+    known_work: Callable | None
+    manifold: AbstractManifold | None
+    time_dependent: bool = eqx.field(static=True)
+
+    def __init__(
+        self,
+        lagrangian: Callable,
+        force: Callable | None = None,
+        constraint: AbstractConstraint | None = None,
+        work_space: Subspace | None = None,
+        known_work: Callable | None = None,
+        manifold: AbstractManifold | None = None,
+        time_dependent: bool = False,
+    ):
+        if not isinstance(time_dependent, bool):
+            raise TypeError(f"time_dependent must be True or False, got {time_dependent!r}.")
+        self.lagrangian = lagrangian
+        self.force = force
+        # the user's constraint and work-space functions are read in the (t, q, v) form from here on
+        self.constraint = constraint.bind_time(time_dependent) if isinstance(constraint, AbstractConstraint) else constraint
+        self.work_space = work_space.bind_time(time_dependent) if isinstance(work_space, Subspace) else work_space
+        self.known_work = known_work
+        self.manifold = manifold
+        self.time_dependent = time_dependent
 
     def __check_init__(self):
         if not callable(self.lagrangian):
@@ -61,26 +83,30 @@ class LagrangianSystem(eqx.Module):
 
     # -- the user's functions, called uniformly as f(t, q, v) ------------------------------------
 
+    def in_tqv_form(self, fn: Callable) -> TimeForm:
+        """A user function written in this system's convention, as `f(t, ...)`."""
+        return TimeForm(fn, self.time_dependent)
+
     def L(self, t, q, v) -> Float[Array, ""]:
         """$L(t, q, v)$ (the `t` is ignored unless `time_dependent`)."""
-        return call(self.lagrangian, t, q, v, time_dependent=self.time_dependent)
+        return self.in_tqv_form(self.lagrangian)(t, q, v)
 
     def external_force(self, t, q, v) -> Float[Array, " n"]:
         """$F^e(t, q, v)$, zero if no force was given."""
         if self.force is None:
             return jnp.zeros_like(v)
-        return jnp.asarray(call(self.force, t, q, v, time_dependent=self.time_dependent))
+        return jnp.asarray(self.in_tqv_form(self.force)(t, q, v))
 
     def known_work_force(self, t, q, v) -> Float[Array, " n"]:
         """$F^0(t, q, v)$ of §5.2, zero for ideal constraints."""
         if self.known_work is None:
             return jnp.zeros_like(v)
-        return jnp.asarray(call(self.known_work, t, q, v, time_dependent=self.time_dependent))
+        return jnp.asarray(self.in_tqv_form(self.known_work)(t, q, v))
 
     def dim(self, state: State) -> int:
         return self.manifold.dim if self.manifold is not None else state.q.shape[-1]
 
-    def check_shapes(self, state: State, t=0.0) -> int:
+    def check_shapes(self, state: State, t: RealScalarLike = 0.0) -> int:
         """Check the shapes of $L$, $F^e$, $\\phi$, $\\mathcal{W}$, $F^0$ against `state`; return $k$.
 
         Raises `ValueError` (before any tracing) with a message naming the mismatch.
@@ -112,8 +138,7 @@ class LagrangianSystem(eqx.Module):
                 raise ValueError(f"{name} must return a covector of shape ({n},), got {s}.")
         if self.constraint is None:
             return 0
-        td = self.time_dependent
-        k_shape = shape_of(lambda t, q, v: self.constraint.residual(t, q, v, time_dependent=td), "the constraint")
+        k_shape = shape_of(self.constraint.residual, "the constraint")
         k = k_shape[0]
         if not 1 <= k <= n - 1:
             raise ValueError(
@@ -122,10 +147,10 @@ class LagrangianSystem(eqx.Module):
         if self.work_space is not None:
             ws = self.work_space
             if ws.annihilator is not None:
-                s = shape_of(lambda t, q, v: ws.annihilator_matrix(t, q, v, time_dependent=td), "work_space")
+                s = shape_of(ws.annihilator_matrix, "work_space")
                 want, what = (k, n), "annihilator"
             else:
-                s = shape_of(lambda t, q, v: ws.basis_matrix(t, q, v, time_dependent=td), "work_space")
+                s = shape_of(ws.basis_matrix, "work_space")
                 want, what = (n, n - k), "basis"
             if s != want:
                 raise ValueError(
@@ -134,25 +159,40 @@ class LagrangianSystem(eqx.Module):
                 )
         return k
 
+    def check_state(self, state: State, t: RealScalarLike = 0.0) -> bool:
+        """`check_shapes` for one state `(n,)` or a batch `(B, n)`; returns whether it is batched."""
+        if not isinstance(state, State):
+            raise TypeError(f"expected a gm.State(q, v), got {type(state).__name__}.")
+        if state.q.ndim not in (1, 2):
+            raise ValueError(
+                f"the state has q of shape {state.q.shape}: give one state with q of shape (n,) or "
+                "a batch with a single leading axis, (B, n)."
+            )
+        batched = state.q.ndim == 2
+        if batched and state.q.shape[0] == 0:
+            raise ValueError("the state is an empty batch (B = 0).")
+        self.check_shapes(jax.tree_util.tree_map(lambda x: x[0], state) if batched else state, t)
+        return batched
+
     # -- thesis objects -------------------------------------------------------------------------
 
-    def mass_matrix(self, state: State, t=0.0) -> Float[Array, "n n"]:
+    def mass_matrix(self, state: State, t: RealScalarLike = 0.0) -> Float[Array, "n n"]:
         """$M = \\partial^2 L / \\partial v \\partial v$ (thesis §3.1)."""
         return jax.hessian(self.L, argnums=2)(t, state.q, state.v)
 
-    def momentum(self, state: State, t=0.0) -> Float[Array, " n"]:
+    def momentum(self, state: State, t: RealScalarLike = 0.0) -> Float[Array, " n"]:
         """$\\partial L / \\partial v$, the fibre part of the Legendre map."""
         return jax.grad(self.L, argnums=2)(t, state.q, state.v)
 
-    def legendre(self, state: State, t=0.0) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
+    def legendre(self, state: State, t: RealScalarLike = 0.0) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
         """The Legendre transform $FL(q, v) = (q, \\partial L/\\partial v)$ (2.3)."""
         return state.q, self.momentum(state, t)
 
-    def energy(self, state: State, t=0.0) -> Float[Array, ""]:
+    def energy(self, state: State, t: RealScalarLike = 0.0) -> Float[Array, ""]:
         """$E_L = \\partial L/\\partial v \\cdot v - L$ (2.7)."""
         return self.momentum(state, t) @ state.v - self.L(t, state.q, state.v)
 
-    def lagrangian_two_form(self, state: State, t=0.0) -> TwoForm:
+    def lagrangian_two_form(self, state: State, t: RealScalarLike = 0.0) -> TwoForm:
         """$\\omega_L$ in the chart of $TQ$ (2.5): $\\Omega = [[B - B^\\top, -M], [M, 0]]$."""
         dLdv = jax.grad(self.L, argnums=2)
         B = jax.jacfwd(dLdv, argnums=1)(t, state.q, state.v).T  # B_ij = ∂²L/∂q^i∂v^j
@@ -160,7 +200,7 @@ class LagrangianSystem(eqx.Module):
         Z = jnp.zeros_like(M)
         return TwoForm(jnp.block([[B - B.T, -M], [M, Z]]))
 
-    def generalized_force(self, state: State, t=0.0) -> Float[Array, " n"]:
+    def generalized_force(self, state: State, t: RealScalarLike = 0.0) -> Float[Array, " n"]:
         """$Q$ with $M a_U = Q$: $\\partial L/\\partial q - (\\partial^2 L/\\partial v \\partial q) v
         - \\partial_t \\partial L/\\partial v + F^e$ (the coordinate form (2.10) of (2.9))."""
         q, v = state.q, state.v
@@ -170,11 +210,11 @@ class LagrangianSystem(eqx.Module):
         _, mixed = jax.jvp(lambda t_, q_: dLdv(t_, q_, v), (t, q), (jnp.ones_like(t), v))
         return jax.grad(self.L, argnums=1)(t, q, v) - mixed + self.external_force(t, q, v)
 
-    def energy_differential(self, state: State, t=0.0) -> Float[Array, " 2n"]:
+    def energy_differential(self, state: State, t: RealScalarLike = 0.0) -> Float[Array, " two_n"]:
         """$dE_L$ as a 1-form on $TQ$ ($2n$ components)."""
         return jnp.concatenate(jax.grad(lambda q, v: self.energy(State(q, v), t), argnums=(0, 1))(state.q, state.v))
 
-    def unconstrained_field(self, state: State, t=0.0, *, invariant: bool = False) -> TangentVector:
+    def unconstrained_field(self, state: State, t: RealScalarLike = 0.0, *, invariant: bool = False) -> TangentVector:
         """$X_U$ with $\\omega_L(X_U, \\cdot) = -dE_L + F^e$ (2.9), (3.4).
 
         `invariant=False` (default) solves $M a = Q$; `invariant=True` solves the $2n$ system with
@@ -191,14 +231,14 @@ class LagrangianSystem(eqx.Module):
         alpha = -self.energy_differential(state, t) + jnp.concatenate([horizontal, jnp.zeros_like(v)])
         return self.lagrangian_two_form(state, t).sharp(alpha)
 
-    def constraint_residual(self, state: State, t=0.0) -> Float[Array, " k"]:
+    def constraint_residual(self, state: State, t: RealScalarLike = 0.0) -> Float[Array, " k"]:
         """$\\phi(t, q, v)$ (empty if unconstrained)."""
         if self.constraint is None:
             return jnp.zeros((0,), state.q.dtype)
-        return self.constraint.residual(t, state.q, state.v, time_dependent=self.time_dependent)
+        return self.constraint.residual(t, state.q, state.v)
 
-    def position_residual(self, state: State, t=0.0) -> Float[Array, " m"]:
+    def position_residual(self, state: State, t: RealScalarLike = 0.0) -> Float[Array, " m"]:
         """$h(t, q)$ of the holonomic constraints (empty if there are none)."""
         if self.constraint is None:
             return jnp.zeros((0,), state.q.dtype)
-        return self.constraint.position_residual(t, state.q, time_dependent=self.time_dependent)
+        return self.constraint.position_residual(t, state.q)

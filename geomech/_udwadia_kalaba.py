@@ -5,8 +5,9 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ._custom_types import RealScalarLike
 from ._bundle import State
-from ._dynamics import _check_solver, constrained_acceleration
+from ._dynamics import check_solver, constrained_acceleration
 from ._solver._base import AbstractSolver
 from ._solver._projection import Projection
 from ._stages import Stages, assemble
@@ -37,7 +38,7 @@ def udwadia_kalaba(
     force: Float[Array, " n"] | None = None,
     *,
     solver: AbstractSolver = Projection(),
-    t=0.0,
+    t: RealScalarLike = 0.0,
 ) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
     """The Udwadia–Kalaba decomposition $F^c = F^c_{id} + F^c_{ni}$ (5.8)–(5.11).
 
@@ -54,7 +55,7 @@ def udwadia_kalaba(
 
     **Returns:** `(F_id, F_ni)`, two `(n,)` covectors.
     """
-    _check_solver(system, solver)
+    check_solver(system, solver)
     stages = assemble(system, state, t)
     if force is None:
         force = stages.M @ (constrained_acceleration(stages, solver) - stages.a_U)

@@ -15,7 +15,7 @@ from random_systems import random_system
 
 import geomech as gm
 from geomech._dynamics import constrained_acceleration
-from geomech._integrate import _batch_sharding, baumgarte_stages, holonomic_rows
+from geomech._engine import batch_sharding
 from geomech.models import CartesianPendulum, ThesisExample2
 
 G = 9.81
@@ -152,13 +152,13 @@ def test_baumgarte_stages_impose_the_stabilized_constraint_dynamics():
     )
     state = gm.State(jnp.array([1.1, 0.2, 0.4]), jnp.array([0.5, -0.3, 0.7]))  # off C
     alpha, beta = 3.0, 5.0
-    h = holonomic_rows(system.constraint, 0.0, state.q, time_dependent=False)
+    h = system.constraint.holonomic_rows(0.0, state.q)
     np.testing.assert_allclose(h, [state.q[:2] @ state.q[:2] - 1.0, 0.0])
 
     @eqx.filter_jit
     def defect(system, state):
         stages = gm.assemble(system, state)
-        stab = baumgarte_stages(stages, gm.Baumgarte(alpha, beta))
+        stab = gm.Baumgarte(alpha, beta).modify_stages(stages)
         a = constrained_acceleration(stab, gm.Projection())
         return stages.A @ a - stages.b, system.constraint_residual(state)
 
@@ -392,5 +392,5 @@ def test_bad_inputs_raise_clear_errors():
     mesh = Mesh(np.array(jax.devices()[:1]), ("b",))
     with pytest.raises(ValueError, match="leading"):
         gm.simulate(PSYS, batch, 0.0, 1.0, sharding=NamedSharding(mesh, PartitionSpec(None, "b")))
-    assert _batch_sharding(mesh)[1] == PartitionSpec(("b",))
-    assert _batch_sharding(NamedSharding(mesh, PartitionSpec("b")))[1] == PartitionSpec("b")
+    assert batch_sharding(mesh)[1] == PartitionSpec(("b",))
+    assert batch_sharding(NamedSharding(mesh, PartitionSpec("b")))[1] == PartitionSpec("b")

@@ -29,12 +29,10 @@ class TranslationInvariant(eqx.Module):
 
 def annihilator_fn(system):
     """$C(t, q, v)$ with $\\mathcal{W} = \\ker C$, computed independently of the library's stages."""
-    td = system.time_dependent
-
     def C(t, q, v):
         if system.work_space is not None:
-            return system.work_space.annihilator_matrix(t, q, v, time_dependent=td)
-        return jax.jacfwd(lambda v_: system.constraint.residual(t, q, v_, time_dependent=td))(v)
+            return system.work_space.annihilator_matrix(t, q, v)
+        return jax.jacfwd(lambda v_: system.constraint.residual(t, q, v_))(v)
 
     return C
 

@@ -6,7 +6,6 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jaxtyping import Array, Float
 
-from .._constraint import call
 from .._linalg import min_singular_value, rank_tolerance, unit_rows
 from .._stages import Stages
 from ._base import AbstractSolver
@@ -32,7 +31,7 @@ def orthonormal_basis(stages: Stages) -> Float[Array, "n n"]:
     return jnp.concatenate([E, beta], axis=1)
 
 
-def bracket_basis(stages: Stages) -> tuple[Float[Array, "n n-k"], Float[Array, "n n"]]:
+def bracket_basis(stages: Stages) -> tuple[Float[Array, "n m"], Float[Array, "n n"]]:
     """The $[,]$-orthogonal construction (4.34)–(4.35).
 
     **Returns:** `(b, B)`: `b` a $[,]$-orthonormal basis $b_1, \\dots, b_{n-k}$ of
@@ -85,7 +84,7 @@ class Kane(AbstractSolver):
         if self.basis is not None and self.construction != "orthonormal":
             raise ValueError("give either Kane(basis=fn) or Kane(construction=...), not both.")
 
-    def W_basis(self, stages: Stages) -> Float[Array, "n n-k"]:
+    def W_basis(self, stages: Stages) -> Float[Array, "n m"]:
         """The basis $e_1, \\dots, e_{n-k}$ of $\\mathcal{W}$ used by Kane's equations."""
         if self.basis is None:
             if self.construction == "bracket":
@@ -99,7 +98,7 @@ class Kane(AbstractSolver):
 
 def _user_basis(fn, stages: Stages):
     s = stages.state
-    E = jnp.asarray(call(fn, stages.t, s.q, s.v, time_dependent=stages.system.time_dependent))
+    E = jnp.asarray(stages.system.in_tqv_form(fn)(stages.t, s.q, s.v))
     n, k = stages.n, stages.k
     if E.shape != (n, n - k):
         raise ValueError(

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 
 from .._stages import Stages
 from .._symmetry import (
-    _NOT_INVARIANT,
+    NOT_INVARIANT_MESSAGE,
     LieAlgebraAction,
     invariance_defect,
     momentum_components,
@@ -61,4 +61,4 @@ class NonholonomicMomentum(AbstractSolver):
         a = stages.solve_with_constraints(
             jnp.concatenate([R_mom, R_kane]), jnp.concatenate([r_mom, r_kane])
         )
-        return eqx.error_if(a, invariance_defect(system, t, q, v, self.action), _NOT_INVARIANT)
+        return eqx.error_if(a, invariance_defect(system, t, q, v, self.action), NOT_INVARIANT_MESSAGE)

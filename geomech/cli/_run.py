@@ -52,6 +52,7 @@ def _solve(system, y0, ts, solver, rtol, atol, max_steps, progress):
         max_steps=max_steps,
         throw=False,
         progress=progress,
+        max_output_bytes=None,  # bounded by the command itself (--max-output-mb)
     )
 
 

@@ -9,12 +9,12 @@ from .._constraint import Constraint
 from .._symmetry import LieAlgebraAction
 from .._system import LagrangianSystem
 from ._base import AbstractSymmetricModel
-from ._pendulum import _z_rotation_generator
+from ._pendulum import z_rotation_generator
 
 
 def _horizontal_euclidean_generators(q):
     """$\\xi_Q$ for the $x$, $y$ translations and the rotation about the $z$ axis."""
-    return jnp.concatenate([jnp.eye(3, 2, dtype=q.dtype), _z_rotation_generator(q)], axis=1)
+    return jnp.concatenate([jnp.eye(3, 2, dtype=q.dtype), z_rotation_generator(q)], axis=1)
 
 
 def _safe_norm(x):

@@ -12,7 +12,7 @@ from .._system import LagrangianSystem
 from ._base import AbstractModel, AbstractSymmetricModel
 
 
-def _z_rotation_generator(q):
+def z_rotation_generator(q):
     """$\\xi_Q = (-y, x, 0)$: the rotation of $(x, y, z)$ about the $z$ axis."""
     return jnp.stack([-q[1], q[0], jnp.zeros_like(q[0])])[:, None]
 
@@ -256,7 +256,7 @@ class SphericalPendulum(AbstractSymmetricModel):
 
     def action(self) -> LieAlgebraAction:
         """Rotations about the vertical $z$ axis, leaving $L$ and the sphere invariant."""
-        return LieAlgebraAction(_z_rotation_generator)
+        return LieAlgebraAction(z_rotation_generator)
 
     def initial_state(self, polar=2.0, azimuth_rate=2.0, polar_rate=0.3) -> State:
         """Polar angle `polar` from the upward $z$ axis, azimuth 0, with the given angle rates."""

@@ -1,0 +1,538 @@
+"""The integration engine: a guarded diffrax solve of $\\dot y = f(t, y)$ for one initial PyTree
+or a batch of them, with per-trajectory results, optional projection after every step and
+sharding of the batch across devices.
+
+It knows nothing of Lagrangians: `simulate` (the constrained dynamics $X_R$) and
+`simulate_vakonomic` (the extended state $(q, v, \\mu)$) both run on it.
+"""
+
+import importlib.util
+from collections.abc import Callable
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.tree_util as jtu
+import numpy as np
+import optimistix as optx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
+from jaxtyping import Array, Bool, PyTree
+
+from ._custom_types import Args, RealScalarLike, VectorField
+
+# diffrax's marker "take this tolerance from the step-size controller", through its public API
+_USE_STEPSIZE_TOL = diffrax.with_stepsize_controller_tols(optx.Chord)().rtol
+# the default `fn` of a `SubSaveAt`: save `y` itself
+_SAVE_Y = diffrax.SubSaveAt(t1=True).fn
+
+
+class GuardedSolver(diffrax.AbstractWrappedSolver):
+    """Wraps a diffrax solver: after each step `y1 = project(t1, y1, args)` (if `project` is
+    given), and a trajectory running into a singularity stops instead of spending `max_steps`:
+
+    - a step whose `y1` or error estimate is non-finite is rejected (error estimate `inf`,
+        diffrax's convention for a failed step), so the controller retries a smaller step;
+    - a step no longer than $16\\varepsilon|t|$ (the resolution of $t$, MATLAB's `hmin`; no
+        smaller step makes progress) ends the trajectory with `diffrax.RESULTS.nonfinite` if it
+        is non-finite, else `diffrax.RESULTS.dt_min_reached`. So does every non-finite step of
+        a fixed-step integrator (always accepted). The state kept is the last one before it.
+
+    The wrapped solver's error estimate is kept (it measures the step, not the projection);
+    when projecting, FSAL solvers re-evaluate their first stage at the projected point
+    (`made_jump=True`).
+    """
+
+    solver: diffrax.AbstractSolver
+    project: Callable | None
+
+    @property
+    def term_structure(self):
+        return self.solver.term_structure
+
+    @property
+    def interpolation_cls(self):  # pyright: ignore
+        return self.solver.interpolation_cls
+
+    @property
+    def term_compatible_contr_kwargs(self):
+        return self.solver.term_compatible_contr_kwargs
+
+    @property
+    def root_finder(self):  # implicit solvers (isinstance is forwarded by diffrax)
+        return self.solver.root_finder
+
+    @property
+    def root_find_max_steps(self):
+        return self.solver.root_find_max_steps
+
+    def order(self, terms):
+        return self.solver.order(terms)
+
+    def strong_order(self, terms):
+        return self.solver.strong_order(terms)
+
+    def error_order(self, terms):
+        return self.solver.error_order(terms)
+
+    def init(self, terms, t0, t1, y0, args):
+        return self.solver.init(terms, t0, t1, y0, args)
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        made_jump = True if self.project is not None else made_jump
+        y1, y_error, dense_info, solver_state, result = self.solver.step(
+            terms, t0, t1, y0, args, solver_state, made_jump
+        )
+        if self.project is not None:
+            y1 = self.project(t1, y1, args)
+        bad = jnp.invert(all_finite((y1, y_error)))
+        eps = jnp.finfo(jnp.result_type(t0, t1)).eps
+        stuck = jnp.abs(t1 - t0) <= 16 * eps * jnp.maximum(jnp.abs(t0), jnp.abs(t1))
+        if y_error is not None:  # adaptive: reject, or accept the dead end to stop there
+            y_error = jtu.tree_map(
+                lambda e: jnp.where(stuck, 0.0, jnp.where(bad, jnp.inf, e)).astype(e.dtype),
+                y_error,
+            )
+        y1 = jtu.tree_map(lambda a, b: jnp.where(bad | stuck, a, b), y0, y1)
+        failed = diffrax.RESULTS.where(
+            bad, diffrax.RESULTS.nonfinite, diffrax.RESULTS.dt_min_reached
+        )
+        result = diffrax.RESULTS.where(bad | stuck, failed, result)
+        return y1, y_error, dense_info, solver_state, result
+
+    def func(self, terms, t0, y0, args):
+        return self.solver.func(terms, t0, y0, args)
+
+
+def all_finite(tree) -> Bool[Array, ""]:
+    """Whether every inexact array in `tree` is finite."""
+    leaves = [
+        jnp.all(jnp.isfinite(x)) for x in jtu.tree_leaves(eqx.filter(tree, eqx.is_inexact_array))
+    ]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
+
+
+def _fill_implicit_tolerances(integrator, controller):
+    """Give an implicit integrator's root finder the step-size tolerances (what diffrax does
+    itself, done before wrapping in `GuardedSolver` because diffrax cannot update a wrapped
+    solver)."""
+    if not isinstance(integrator, diffrax.AbstractImplicitSolver):
+        return integrator
+    if not isinstance(controller, diffrax.AbstractAdaptiveStepSizeController):
+        return integrator
+    rf = integrator.root_finder
+    names = [a for a in ("rtol", "atol", "norm") if getattr(rf, a) is _USE_STEPSIZE_TOL]
+    return eqx.tree_at(
+        lambda s: tuple(getattr(s.root_finder, a) for a in names),
+        integrator,
+        tuple(getattr(controller, a) for a in names),
+    )
+
+
+# -- options --------------------------------------------------------------------------------------
+
+
+class SolveOptions(eqx.Module):
+    """The diffrax-facing options of a solve, validated by `solve_options` before tracing."""
+
+    integrator: diffrax.AbstractSolver
+    saveat: diffrax.SaveAt
+    stepsize_controller: diffrax.AbstractStepSizeController
+    dt0: Array | None
+    max_steps: int = eqx.field(static=True)
+    adjoint: diffrax.AbstractAdjoint
+    throw: bool = eqx.field(static=True)
+    progress: bool = eqx.field(static=True)
+    sharding: Sharding | Mesh | None = eqx.field(static=True)
+
+
+def _check_saveat(saveat):
+    if not isinstance(saveat, diffrax.SaveAt):
+        raise TypeError(f"saveat must be a diffrax.SaveAt, got {type(saveat).__name__}.")
+    sub = saveat.subs
+    if saveat.dense or not isinstance(sub, diffrax.SubSaveAt) or sub.fn is not _SAVE_Y:
+        raise ValueError(
+            "saveat must save states: use diffrax.SaveAt(t0=..., t1=..., ts=..., steps=...) "
+            "without fn=, subs= or dense=True (compute functions of sol.states afterwards)."
+        )
+    if not (sub.t0 or sub.t1 or sub.steps or sub.ts is not None):
+        raise ValueError("saveat saves nothing: give t0=True, t1=True, ts=... or steps=True.")
+
+
+def _concrete(x):
+    """`x` as a NumPy value if it is known before tracing, else `None` (a tracer)."""
+    if isinstance(x, jax.core.Tracer):
+        return None
+    return np.asarray(x)
+
+
+def check_time_interval(t0, t1) -> None:
+    """`t0`, `t1` must be finite real scalars (checked before tracing where they are concrete;
+    `integrate` checks traced values with `eqx.error_if`)."""
+    for name, t in (("t0", t0), ("t1", t1)):
+        if jnp.ndim(t) != 0:
+            raise ValueError(f"{name} must be a scalar time, got shape {jnp.shape(t)}.")
+        value = _concrete(t)
+        if value is not None and not (np.isrealobj(value) and np.isfinite(value)):
+            raise ValueError(f"{name} must be a finite real number, got {value!r}.")
+
+
+def _check_options(*, rtol, atol, dt0, max_steps, t0, t1):
+    for name, tol in (("rtol", rtol), ("atol", atol)):
+        value = None if tol is None else _concrete(tol)
+        if value is not None and (value.ndim != 0 or not np.isfinite(value) or value < 0):
+            raise ValueError(f"{name} must be a finite number >= 0, got {tol!r}.")
+    r, a = (None if x is None else _concrete(x) for x in (rtol, atol))
+    if r is not None and a is not None and r == 0 and a == 0:
+        raise ValueError(
+            "rtol and atol are both 0: the step-size controller could never accept a step. "
+            "Give a positive tolerance, e.g. rtol=atol=1e-8."
+        )
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int | np.integer) or max_steps < 1:
+        raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}.")
+    dt = None if dt0 is None else _concrete(dt0)
+    if dt is not None:
+        if dt.ndim != 0 or not np.isfinite(dt) or dt == 0:
+            raise ValueError(f"dt0 must be a finite, nonzero step, got {dt0!r}.")
+        start, end = _concrete(t0), _concrete(t1)
+        if start is not None and end is not None and end != start and np.sign(dt) != np.sign(end - start):
+            raise ValueError(
+                f"dt0 = {float(dt):g} points away from t1: integrating from t0 = {float(start):g} to "
+                f"t1 = {float(end):g} needs a step of the sign of t1 - t0."
+            )
+
+
+DEFAULT_MAX_OUTPUT_BYTES = 4 * 2**30
+
+
+def check_output_size(
+    y0: PyTree[Array], saveat: diffrax.SaveAt, max_steps: int, *, batched: bool, extra: int,
+    max_output_bytes: int | None,
+) -> int:
+    """The bytes the saved output will take — `B × T × (size of y + extra + 1)` values, with `T`
+    the saved times (`max_steps` slots for `SaveAt(steps=True)`) — and an error before
+    allocating if that exceeds `max_output_bytes` (`None`: no limit)."""
+    if max_output_bytes is not None and (
+        isinstance(max_output_bytes, bool)
+        or not isinstance(max_output_bytes, int | np.integer)
+        or max_output_bytes <= 0
+    ):
+        raise ValueError(f"max_output_bytes must be a positive integer or None, got {max_output_bytes!r}.")
+    sub = saveat.subs
+    T = int(bool(sub.t0)) + int(bool(sub.t1)) + 1  # + the time reached
+    T += 0 if sub.ts is None else int(np.size(sub.ts))
+    T += max_steps if sub.steps else 0
+    leaves = jtu.tree_leaves(y0)
+    B = leaves[0].shape[0] if batched else 1
+    per_save = sum(int(np.prod(x.shape[1:] if batched else x.shape)) for x in leaves) + extra + 1
+    size = B * T * per_save * jnp.dtype(leaves[0].dtype).itemsize
+    if max_output_bytes is not None and size > max_output_bytes:
+        steps = f" (SaveAt(steps=True) keeps max_steps = {max_steps} slots per trajectory)" if sub.steps else ""
+        raise ValueError(
+            f"the saved output would take {size / 2**30:.2f} GiB ({B} trajectories x {T} saved times "
+            f"x {per_save} values){steps}, above max_output_bytes = {max_output_bytes / 2**30:.2f} "
+            "GiB. Save fewer times (SaveAt(ts=...) with fewer points, or t1=True), split the "
+            "batch, lower max_steps, or raise the limit with max_output_bytes=... (None: no limit)."
+        )
+    return size
+
+
+def solve_options(
+    *,
+    integrator,
+    saveat,
+    rtol,
+    atol,
+    dt0,
+    max_steps,
+    stepsize_controller,
+    adjoint,
+    throw,
+    progress,
+    sharding,
+    batched: bool,
+    projecting: bool,
+    dtype,
+    t0,
+    t1,
+) -> SolveOptions:
+    """Validate the options of `simulate` (before tracing) and return them as `SolveOptions`.
+
+    `rtol`, `atol` (default `1e-8`) make the default `diffrax.PIDController` of an adaptive
+    integrator; giving them together with a `stepsize_controller` is an error.
+    """
+    _check_saveat(saveat)
+    check_time_interval(t0, t1)
+    _check_options(rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps, t0=t0, t1=t1)
+    if not isinstance(integrator, diffrax.AbstractSolver):
+        raise TypeError(
+            f"integrator must be a diffrax solver such as diffrax.Tsit5(), got {integrator!r}."
+        )
+    if not isinstance(adjoint, diffrax.AbstractAdjoint):
+        raise TypeError(
+            "adjoint must be a diffrax adjoint such as diffrax.RecursiveCheckpointAdjoint(), "
+            f"got {adjoint!r}."
+        )
+    if sharding is not None and not batched:
+        raise ValueError(
+            "sharding splits the batch axis: give y0 with a leading batch axis (B, n)."
+        )
+    batch_sharding(sharding)
+    if projecting and isinstance(adjoint, diffrax.BacksolveAdjoint):
+        raise ValueError(
+            "stabilization='projection' cannot be used with diffrax.BacksolveAdjoint (the backward "
+            "solve would project the adjoint state): use RecursiveCheckpointAdjoint or 'baumgarte'."
+        )
+    if stepsize_controller is not None:
+        if rtol is not None or atol is not None:
+            raise ValueError(
+                "give either rtol/atol (for the default diffrax.PIDController) or a "
+                "stepsize_controller, not both: set the tolerances on the controller itself, e.g. "
+                "stepsize_controller=diffrax.PIDController(rtol=..., atol=..., pcoeff=...)."
+            )
+        if not isinstance(stepsize_controller, diffrax.AbstractStepSizeController):
+            raise TypeError(
+                "stepsize_controller must be a diffrax step-size controller such as "
+                f"diffrax.PIDController(rtol=..., atol=...), got {stepsize_controller!r}."
+            )
+    elif isinstance(integrator, diffrax.AbstractAdaptiveSolver):
+        stepsize_controller = diffrax.PIDController(
+            rtol=1e-8 if rtol is None else rtol, atol=1e-8 if atol is None else atol
+        )
+    else:
+        if dt0 is None:
+            raise ValueError(
+                f"{type(integrator).__name__} has no error estimate: give a fixed step dt0."
+            )
+        if rtol is not None or atol is not None:
+            raise ValueError(
+                f"rtol/atol control adaptive steps, but {type(integrator).__name__} has no error "
+                "estimate and takes fixed steps dt0: drop rtol/atol or use an adaptive integrator."
+            )
+        stepsize_controller = diffrax.ConstantStepSize()
+    return SolveOptions(
+        integrator=integrator,
+        saveat=saveat,
+        stepsize_controller=stepsize_controller,
+        dt0=None if dt0 is None else jnp.asarray(dt0, dtype),
+        max_steps=max_steps,
+        adjoint=adjoint,
+        throw=throw,
+        progress=progress,
+        sharding=sharding,
+    )
+
+
+def _progress_meter(progress: bool):
+    if not progress:
+        return diffrax.NoProgressMeter()
+    if importlib.util.find_spec("tqdm") is not None:
+        return diffrax.TqdmProgressMeter()
+    return diffrax.TextProgressMeter()
+
+
+def batch_sharding(sharding):
+    """`(mesh, spec)` for shard_map, `(None, sharding)` for other shardings, or `(None, None)`."""
+    if sharding is None:
+        return None, None
+    if isinstance(sharding, Mesh):
+        return sharding, PartitionSpec(sharding.axis_names)
+    if isinstance(sharding, NamedSharding):
+        batch_axes = sharding.spec[0] if len(sharding.spec) else None
+        if batch_axes is None:
+            raise ValueError(
+                f"the NamedSharding {sharding} does not shard the leading (batch) axis: use e.g. "
+                "NamedSharding(mesh, PartitionSpec('batch'))."
+            )
+        return sharding.mesh, PartitionSpec(batch_axes)
+    if isinstance(sharding, Sharding):
+        return None, sharding
+    raise TypeError(
+        f"sharding must be a jax.sharding.Sharding or a jax.sharding.Mesh, got {sharding!r}."
+    )
+
+
+def _shard_map(f, mesh, in_specs, out_specs):
+    """`jax.shard_map` without replication checks (diffrax's loops are not annotated)."""
+    if hasattr(jax, "shard_map"):
+        return jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+    from jax.experimental.shard_map import shard_map  # jax < 0.7
+
+    return shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_rep=False)
+
+
+# -- the solve ------------------------------------------------------------------------------------
+
+
+class RawSolution(eqx.Module):
+    """What `integrate` returns: `ts`, `ys`, per-trajectory `result`, step `stats` and
+    `t_final`, the time each trajectory reached (`t1` unless it stopped early; with
+    `BacksolveAdjoint` NaN for a trajectory that stopped early)."""
+
+    ts: Array
+    ys: PyTree
+    result: diffrax.RESULTS
+    stats: dict
+    t_final: Array
+
+
+SINGULAR_MESSAGE = (
+    "a trajectory ran into a singularity: only non-finite values (NaN/inf) could be computed, or "
+    "the step size fell to the resolution of t. The state reached a singular configuration (e.g. "
+    "M not positive definite, or A M^-1 C^T singular (3.19)) or the solution blows up in finite "
+    "time. Pass throw=False to get every other trajectory of the batch, with result == "
+    "diffrax.RESULTS.nonfinite (or dt_min_reached) for this one."
+)
+
+
+def _save_time(t, y, args):
+    return t
+
+
+def _project_saved(project, t, y, ys):
+    """`project(t, y)` for a saved value; unused slots of `SaveAt(steps=True)` (`t = inf`) stay
+    `inf` (a finite stand-in goes through the projection, so gradients stay finite)."""
+    used = jnp.isfinite(t)
+    safe = jtu.tree_map(lambda x, x0: jnp.where(used, x, x0[0]), y, ys)
+    out = project(jnp.where(used, t, 0.0), safe, None)
+    return jtu.tree_map(lambda p, x: jnp.where(used, p, x), out, y)
+
+
+def _never_nonfinite_success(result: diffrax.RESULTS, ts, ys) -> diffrax.RESULTS:
+    """`nonfinite` for a trajectory reported as finished whose saved values (at the used slots,
+    finite `ts`) are not all finite: a non-finite result is never a success."""
+    used = jnp.isfinite(ts)
+    finite = jnp.all(
+        jnp.stack(
+            [
+                jnp.all(jnp.isfinite(y) | ~used.reshape(used.shape + (1,) * (y.ndim - used.ndim)))
+                for y in jtu.tree_leaves(eqx.filter(ys, eqx.is_inexact_array))
+            ]
+        )
+    )
+    return diffrax.RESULTS.where(
+        diffrax.is_okay(result) & ~finite, diffrax.RESULTS.nonfinite, result
+    )
+
+
+@eqx.filter_jit
+def integrate(
+    rhs: VectorField,
+    y0: PyTree[Array],
+    t0: RealScalarLike,
+    t1: RealScalarLike,
+    options: SolveOptions,
+    *,
+    batched: bool,
+    project: Callable[[RealScalarLike, PyTree, Args], PyTree] | None = None,
+    event: diffrax.Event | None = None,
+) -> RawSolution:
+    """Integrate $\\dot y = $ `rhs(t, y, args=None)` for one `y0` or a batch of them.
+
+    **Arguments:**
+
+    - `rhs`: `(t, y, args) -> dy/dt` on ONE unbatched state `y` (any PyTree; `dy` has the same
+        structure). Pass an `eqx.Module` holding the system so its arrays are traced (no
+        recompilation for new parameter values, gradients flow).
+    - `y0`: the initial PyTree; with `batched=True` every leaf has a leading batch axis `B`.
+    - `t0`, `t1`: the time interval (scalars).
+    - `options`: `SolveOptions` from `solve_options` (integrator, saveat, step-size controller,
+        dt0, max_steps, adjoint, throw, progress, sharding).
+    - `batched`: whether `y0` carries a leading batch axis (vmapped, one compiled call; each
+        trajectory keeps its own step-size control and result code).
+    - `project`: optional `(t, y, args) -> y`, applied after every step (`GuardedSolver`) and
+        to every saved `y`; must be differentiable for gradients (fixed-iteration Newton).
+    - `event`: an optional `diffrax.Event` (its `cond_fn` on ONE unbatched `y`, like `rhs`): a
+        trajectory whose event fires stops there with `result == diffrax.RESULTS.event_occurred`.
+
+    Every integration is guarded (`GuardedSolver`): a step giving NaN/inf is rejected, and a
+    trajectory whose step size falls to the resolution of $t$ (or a fixed-step one that
+    reaches NaN/inf) stops there with `result == diffrax.RESULTS.nonfinite` (non-finite values)
+    or `dt_min_reached`, keeping its last state, instead of spending `max_steps`.
+
+    With `options.throw` an error is raised if any trajectory failed (an `event` that fires is
+    not a failure); otherwise see `result` per trajectory. With `options.sharding` (a `Mesh`,
+    or a `NamedSharding` sharding axis 0) every device integrates its own trajectories with
+    `shard_map` and no per-step synchronisation (a batch not divisible by the number of
+    shards is padded); any other `Sharding` places `y0` and lets XLA propagate.
+
+    **Returns:** `RawSolution(ts, ys, result, stats, t_final)`; with a batch every field has the
+    leading axis `B` (`ts` is `(B, T)`, `ys` leaves `(B, T, ...)`, `result`, `t_final` `(B,)`).
+    """
+    saveat, adjoint = options.saveat, options.adjoint
+    t0 = eqx.error_if(
+        t0, ~(jnp.isfinite(t0) & jnp.isfinite(t1)), "t0 and t1 must be finite real numbers."
+    )
+    progress_meter = _progress_meter(options.progress)
+    # the time reached: one more saved time, `t1` unless the trajectory stopped early
+    # (BacksolveAdjoint cannot save `subs`: there it is known only for finished trajectories)
+    save_final = not isinstance(adjoint, diffrax.BacksolveAdjoint)
+    if save_final:
+        saveat = eqx.tree_at(
+            lambda s: s.subs, saveat, (saveat.subs, diffrax.SubSaveAt(t1=True, fn=_save_time))
+        )
+    closure = (rhs, options, saveat, project, t0, t1, event)
+    dynamic, static = eqx.partition(closure, eqx.is_array)
+
+    def solve_one(dynamic, y0_):
+        rhs_, options_, saveat_, project_, t0_, t1_, event_ = eqx.combine(dynamic, static)
+        controller = options_.stepsize_controller
+        solver = GuardedSolver(_fill_implicit_tolerances(options_.integrator, controller), project_)
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(rhs_),
+            solver,
+            t0_,
+            t1_,
+            options_.dt0,
+            y0_,
+            saveat=saveat_,
+            stepsize_controller=controller,
+            adjoint=options_.adjoint,
+            event=event_,
+            max_steps=options_.max_steps,
+            throw=False,
+            progress_meter=progress_meter,
+        )
+        if save_final:
+            (ts, ts_final), (ys, _) = sol.ts, sol.ys
+            t_final = ts_final[0]
+        else:
+            ts, ys = sol.ts, sol.ys
+            t_final = jnp.where(diffrax.is_successful(sol.result), t1_, jnp.nan)
+        if project_ is not None:  # interpolated saves (SaveAt(ts=...)) back onto C
+            raw = ys
+            ys = jax.vmap(lambda t, y: _project_saved(project_, t, y, raw))(ts, raw)
+        stats = {k: sol.stats[k] for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")}
+        return RawSolution(ts, ys, _never_nonfinite_success(sol.result, ts, ys), stats, t_final)
+
+    if not batched:
+        out = solve_one(dynamic, y0)
+    else:
+        solve_batch = jax.vmap(solve_one, in_axes=(None, 0))
+        mesh, spec = batch_sharding(options.sharding)
+        if mesh is None and spec is not None:
+            y0 = jax.lax.with_sharding_constraint(y0, spec)
+            out = solve_batch(dynamic, y0)
+        elif mesh is not None:
+            shards = 1
+            for name in spec[0] if isinstance(spec[0], tuple) else (spec[0],):
+                shards *= mesh.shape[name]
+            B = jtu.tree_leaves(y0)[0].shape[0]
+            pad = -B % shards  # pad with copies of trajectory 0, dropped afterwards
+            if pad:
+                y0 = jtu.tree_map(
+                    lambda x: jnp.concatenate([x, jnp.repeat(x[:1], pad, axis=0)]), y0
+                )
+            out = _shard_map(solve_batch, mesh, (PartitionSpec(), spec), spec)(dynamic, y0)
+            if pad:
+                out = jtu.tree_map(lambda x: x[:B], out)
+        else:
+            out = solve_batch(dynamic, y0)
+    if options.throw:  # on `result` only: a check on every output would gather them onto one device
+        singular = (out.result == diffrax.RESULTS.nonfinite) | (
+            out.result == diffrax.RESULTS.dt_min_reached
+        )
+        result = eqx.error_if(out.result, singular, SINGULAR_MESSAGE)
+        result = result.error_if(result, jnp.invert(diffrax.is_okay(result)))
+        out = eqx.tree_at(lambda o: o.result, out, result)
+    return out

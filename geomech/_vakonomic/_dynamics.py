@@ -1,0 +1,209 @@
+"""Vakonomic dynamics beside Četaev's, for constraints $g(t, q, v) = 0$ nonlinear in $v$.
+
+Seed 002 (Talamucci) and `notes/seed-002-methods.md`. Četaev's dynamics is the constrained
+field $X_R$ of the core with $\\mathcal{W} = \\mathcal{D} = \\ker \\partial g/\\partial v$ (paper
+(52), first group). Vakonomic dynamics (model B1, paper (58)) is a *different* dynamics: the
+Euler–Lagrange equations of $L + \\mu \\cdot g$ with the multipliers $\\mu$ as state variables,
+whose initial value $\\mu_0$ is free. At each state it is the linear (KKT) system
+
+$$\\begin{pmatrix} M_\\mu & G^\\top \\\\ G & 0 \\end{pmatrix}
+\\begin{pmatrix} a \\\\ \\dot\\mu \\end{pmatrix} =
+\\begin{pmatrix} f_\\mu \\\\ b \\end{pmatrix},\\qquad
+M_\\mu = M + \\textstyle\\sum_\\nu \\mu_\\nu\\, \\partial^2 g_\\nu / \\partial v^2,$$
+
+with $G = \\partial g/\\partial v$, $G a = b$ the differentiated constraint and $f_\\mu$ the
+generalized force of $L + \\mu \\cdot g$ (note, Algorithm B). Model B2,
+$\\delta\\dot q - \\tfrac{d}{dt}\\delta q = \\Omega\\,\\delta q$, adds
+$\\Omega^\\top G^\\top \\mu$ to $f_\\mu$ (paper (52)B); the modified variant of
+Llibre–Ramírez–Sadovskaia and Pastore–Giammarini–Grillo adds $\\Omega^\\top \\partial L/\\partial v$
+as well (paper (60)).
+
+Where $M_\\mu$ is degenerate on $\\ker G$ the KKT matrix is singular (an impasse point); this is
+reported, never integrated through.
+"""
+
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from .._custom_types import RealScalarLike
+from .._bundle import State
+from .._linalg import null_space
+from .._stages import Stages, assemble
+from .._system import LagrangianSystem
+
+
+def check_vakonomic_system(system: LagrangianSystem, state: State, mu, t) -> int:
+    """Shape/configuration checks before tracing; returns $k$."""
+    if not isinstance(system, LagrangianSystem):
+        raise TypeError(f"expected a gm.LagrangianSystem, got {type(system).__name__}.")
+    if system.constraint is None:
+        raise ValueError("vakonomic dynamics needs constraints g(q, v) = 0: the system has none.")
+    if system.work_space is not None or system.known_work is not None:
+        raise ValueError(
+            "vakonomic dynamics is the Euler–Lagrange equations of L + mu @ g; it has no work "
+            "space W and no known work F^0. Build the system without work_space/known_work."
+        )
+    k = system.check_shapes(state, t)
+    if mu is not None and jnp.shape(mu) != (k,):
+        raise ValueError(
+            f"mu must have shape ({k},) (one multiplier per constraint), got {jnp.shape(mu)}."
+        )
+    return k
+
+
+def constraint_function(system: LagrangianSystem) -> Callable:
+    """$g(t, q, v)$, the constraints of the vakonomic Lagrangian $L + \\mu\\cdot g$."""
+    return system.constraint.residual
+
+
+def omega_matrix(system: LagrangianSystem, omega: Callable, stages: Stages) -> Float[Array, "n n"]:
+    q = stages.state.q
+    Om = jnp.asarray(system.in_tqv_form(omega)(stages.t, q, stages.state.v))
+    if Om.shape != (q.shape[0], q.shape[0]):
+        raise ValueError(
+            f"omega must return the ({q.shape[0]}, {q.shape[0]}) matrix Ω of δq̇ − d/dt δq = Ω δq "
+            f"(30), got shape {Om.shape}."
+        )
+    return Om
+
+
+def multiplier_lagrangian(stages: Stages, mu) -> LagrangianSystem:
+    """$\\mu\\cdot g$ with $\\mu$ frozen (58), as a Lagrangian for the core's own routines."""
+    g = constraint_function(stages.system)
+    mu = jnp.asarray(mu, stages.M.dtype)
+    return LagrangianSystem(lambda t_, q_, v_: mu @ g(t_, q_, v_), time_dependent=True)
+
+
+def vakonomic_mass_matrix(stages: Stages, mu_g: LagrangianSystem) -> Float[Array, "n n"]:
+    return stages.M + mu_g.mass_matrix(stages.state, stages.t)  # M + Σ μ_ν ∂²g_ν/∂v² (§5.5)
+
+
+def signed_margin(stages: Stages, M_mu) -> Float[Array, ""]:
+    """$\\pm\\sigma_{\\min}/\\sigma_{\\max}$ of $Z^\\top M_\\mu Z$ ($Z$ a basis of $\\ker G$),
+    with the sign of its determinant: zero at an impasse point (the KKT matrix is singular iff
+    $M_\\mu$ is degenerate on $\\ker G$) and changing sign where a motion crosses one. The sign
+    does not depend on the basis $Z$. A check, not differentiated."""
+    Z = null_space(stages.A)
+    lam = jnp.linalg.eigvalsh(jax.lax.stop_gradient(Z.T @ M_mu @ Z))  # symmetric: σ = |λ|
+    return jnp.prod(jnp.sign(lam)) * jnp.min(jnp.abs(lam)) / jnp.max(jnp.abs(lam))
+
+
+def vakonomic_kkt(stages: Stages, mu, omega, modified):
+    """Solve the vakonomic KKT system from the shared stages; returns `(a, mu_dot, M_mu)`."""
+    system, state, t = stages.system, stages.state, stages.t
+    mu = jnp.asarray(mu, stages.M.dtype)
+    mu_g = multiplier_lagrangian(stages, mu)  # L + μ·g: its v-Hessian and generalized force (58)
+    M_mu = vakonomic_mass_matrix(stages, mu_g)
+    f_mu = stages.Q + mu_g.generalized_force(state, t)
+    G, b = stages.A, stages.b
+    if omega is not None:
+        Om = omega_matrix(system, omega, stages)
+        p = G.T @ mu  # (52)B: + Σ_ν μ_ν Σ_h ∂g_ν/∂v_h ω_{h,j}
+        if modified:
+            p = p + system.momentum(state, t)  # (60): + Σ_h ∂L/∂v_h ω_{h,j}
+        f_mu = f_mu + Om.T @ p
+    n, k = stages.n, stages.k
+    K = jnp.block([[M_mu, G.T], [G, jnp.zeros((k, k), M_mu.dtype)]])
+    x = jnp.linalg.solve(K, jnp.concatenate([f_mu, b]))
+    return x[:n], x[n:], M_mu
+
+
+def default_impasse_tol(dtype) -> float:
+    """The default relative tolerance below which $M_\\mu$ counts as degenerate on $\\ker G$."""
+    return float(np.sqrt(np.finfo(dtype).eps))
+
+
+IMPASSE_MESSAGE = (
+    "vakonomic impasse point: M_mu = M + sum_nu mu_nu d2g_nu/dv2 is degenerate on ker(dg/dv), "
+    "so the KKT system for (a, mu_dot) is singular and the vakonomic equations do not determine "
+    "the motion here. Choose another mu0 (the multipliers of L + mu @ g), or pass throw=False: "
+    "vakonomic_acceleration then returns NaN, simulate_vakonomic stops the trajectory there and "
+    "flags it in sol.impasse."
+)
+
+
+def vakonomic_acceleration(
+    system: LagrangianSystem,
+    state: State,
+    mu: Float[Array, " k"],
+    t: RealScalarLike = 0.0,
+    *,
+    omega: Callable | None = None,
+    modified: bool = False,
+    throw: bool = True,
+    impasse_tol: float | None = None,
+) -> tuple[Float[Array, " n"], Float[Array, " k"]]:
+    """The vakonomic acceleration and multiplier rate at one state (seed 002, (58)).
+
+    Solves $\\begin{pmatrix} M_\\mu & G^\\top \\\\ G & 0\\end{pmatrix}\\binom{a}{\\dot\\mu} =
+    \\binom{f_\\mu}{b}$, the Euler–Lagrange equations $\\mathcal{D}(L + \\mu\\cdot g) = F^e$
+    together with $\\dot g = 0$.
+
+    **Arguments:**
+
+    - `system`: a `LagrangianSystem` with constraints $g$ (no `work_space`, no `known_work`); its
+        `force` plays the paper's non-potential force $F_{NP}$.
+    - `state`: one point `State(q, v)` on $g = 0$.
+    - `mu`: the multipliers, shape `(k,)`, entering as $L + \\mu\\cdot g$.
+    - `t`: the time.
+    - `omega`: `None` for model B1 (variation and time derivative commute); otherwise model B2
+        with $\\delta\\dot q - \\tfrac{d}{dt}\\delta q = \\Omega\\,\\delta q$ (30): a callable
+        `(q, v) -> (n, n)` (`(t, q, v)` for time-dependent systems) giving
+        $\\Omega_{jh} = \\omega_{j,h}$; adds $\\Omega^\\top G^\\top\\mu$ to $f_\\mu$
+        ((52), second group).
+    - `modified`: with `omega`, the modified vakonomic equations (60) of [16]/[19], which also add
+        $\\Omega^\\top \\partial L/\\partial v$.
+    - `throw`: at an impasse point ($M_\\mu$ degenerate on $\\ker G$, relative smallest singular
+        value below `impasse_tol`) raise an error if `True`, else return NaNs.
+    - `impasse_tol`: default $\\sqrt{\\varepsilon}$ of the dtype.
+
+    **Returns:** `(a, mu_dot)` of shapes `(n,)` and `(k,)`.
+    """
+    check_vakonomic_system(system, state, mu, t)
+    if modified and omega is None:
+        raise ValueError("modified=True is the variant (60) of model B2: it needs omega.")
+    stages = assemble(system, state, t, checks=throw)
+    a, mu_dot, M_mu = vakonomic_kkt(stages, mu, omega, modified)
+    tol = default_impasse_tol(a.dtype) if impasse_tol is None else impasse_tol
+    bad = jnp.abs(signed_margin(stages, M_mu)) <= tol
+    if throw:
+        a = eqx.error_if(a, bad, IMPASSE_MESSAGE)
+    else:
+        a = jnp.where(bad, jnp.nan, a)
+        mu_dot = jnp.where(bad, jnp.nan, mu_dot)
+    return a, mu_dot
+
+
+def impasse_margin(
+    system: LagrangianSystem, state: State, mu: Float[Array, " k"], t: RealScalarLike = 0.0
+) -> Float[Array, ""]:
+    """How far the vakonomic KKT system is from singular: $\\sigma_{\\min}/\\sigma_{\\max}$ of
+    $M_\\mu$ restricted to $\\ker G$ (zero at an impasse point). Not differentiated."""
+    check_vakonomic_system(system, state, mu, t)
+    stages = assemble(system, state, t, checks=False)
+    return jnp.abs(signed_margin(stages, vakonomic_mass_matrix(stages, multiplier_lagrangian(stages, mu))))
+
+
+def vakonomic_energy(
+    system: LagrangianSystem, state: State, mu: Float[Array, " k"], t: RealScalarLike = 0.0
+) -> Float[Array, ""]:
+    """The energy of $L_\\mu = L + \\mu\\cdot g$: $E_{vak} = v\\cdot\\partial_v L_\\mu - L_\\mu$
+    (note §9.5).
+
+    Conserved along vakonomic motions of autonomous systems without external force (on $g = 0$,
+    $\\tfrac{d}{dt}E_{vak} = -\\dot\\mu\\cdot g = 0$). Equal to $E_L$ when $g$ is homogeneous in
+    $v$.
+    """
+    check_vakonomic_system(system, state, mu, t)
+    g = constraint_function(system)
+    L_mu = LagrangianSystem(
+        lambda t_, q_, v_: system.L(t_, q_, v_) + mu @ g(t_, q_, v_), time_dependent=True
+    )
+    return L_mu.energy(state, t)
+
+
