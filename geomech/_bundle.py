@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, Bool, Float
 
 
 def _as_inexact(x):
@@ -53,7 +53,7 @@ class TangentVector(eqx.Module):
         n = x.shape[-1] // 2
         return cls(x[:n], x[n:])
 
-    def is_special_at(self, state: State) -> bool:
+    def is_special_at(self, state: State) -> Bool[Array, ""]:
         """Whether $\\pi_* X = v$ (the vector of a second-order equation), to round-off."""
         return jnp.allclose(self.dq, state.v)
 

@@ -398,6 +398,14 @@ def _project_saved(project, t, y, ys):
     return jtu.tree_map(lambda p, x: jnp.where(used, p, x), out, y)
 
 
+def results_where(pred, result_if_true: diffrax.RESULTS, result: diffrax.RESULTS) -> diffrax.RESULTS:
+    """`diffrax.RESULTS.where` for a batch of results (`pred` of any shape, like `result`)."""
+    where = lambda p, r: diffrax.RESULTS.where(p, result_if_true, r)
+    for _ in range(jnp.ndim(pred)):
+        where = jax.vmap(where)
+    return where(pred, result)
+
+
 def _never_nonfinite_success(result: diffrax.RESULTS, ts, ys) -> diffrax.RESULTS:
     """`nonfinite` for a trajectory reported as finished whose saved values (at the used slots,
     finite `ts`) are not all finite: a non-finite result is never a success."""

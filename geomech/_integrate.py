@@ -17,6 +17,7 @@ from ._engine import (
     RawSolution,
     check_output_size,
     integrate,
+    results_where,
     solve_options,
 )
 from ._precision import warn_if_imprecise
@@ -108,7 +109,7 @@ class Solution(eqx.Module):
         bad = diffrax.is_okay(raw.result) & jnp.any(
             ~jnp.isfinite(E) & jnp.isfinite(raw.ts), axis=-1
         )
-        result = diffrax.RESULTS.where(bad, diffrax.RESULTS.nonfinite, raw.result)
+        result = results_where(bad, diffrax.RESULTS.nonfinite, raw.result)
         if throw:
             result = eqx.error_if(result, bad, NONFINITE_ENERGY_MESSAGE)
         return cls(
