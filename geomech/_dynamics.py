@@ -6,6 +6,7 @@ from jaxtyping import Array, Float
 
 from ._custom_types import RealScalarLike
 from ._bundle import State, TangentVector
+from ._checks import constraint_tolerance, position_residual, velocity_residual, within
 from ._solver._base import AbstractSolver
 from ._solver._projection import Projection
 from ._stages import Stages, assemble
@@ -95,12 +96,10 @@ def on_constraint(system: LagrangianSystem, state: State, t: RealScalarLike = 0.
 
     The default `tol` is `1e-8` in float64 and `1e-4` in float32.
     """
-    if tol is None:
-        tol = 1e-8 if state.q.dtype == jnp.float64 else 1e-4
-    phi = jnp.max(jnp.abs(system.constraint_residual(state, t)), initial=0.0)
-    h = jnp.max(jnp.abs(system.position_residual(state, t)), initial=0.0)
-    scale = 1.0 + jnp.max(jnp.abs(state.v))
-    return (phi <= tol * scale) & (h <= tol)  # written so that NaN counts as off C
+    tol = constraint_tolerance(state.q.dtype) if tol is None else tol
+    phi = velocity_residual(system.constraint_residual(state, t), state.v)
+    h = position_residual(system.position_residual(state, t))
+    return within(phi, tol) & within(h, tol)  # NaN counts as off C
 
 
 def check_on_constraint(system: LagrangianSystem, state: State, t: RealScalarLike = 0.0, *, tol: float | None = None) -> State:

@@ -20,6 +20,7 @@ from ._engine import (
     results_where,
     solve_options,
 )
+from ._precision import warn_if_imprecise
 from ._solver._base import AbstractSolver
 from ._solver._projection import Projection
 from ._stabilization import AbstractStabilization, as_stabilization
@@ -207,6 +208,9 @@ def simulate(
     check_output_size(
         y0, options.saveat, max_steps, batched=batched, extra=3, max_output_bytes=max_output_bytes
     )
+    if isinstance(options.stepsize_controller, diffrax.PIDController):
+        controller = options.stepsize_controller
+        warn_if_imprecise(y0.q.dtype, controller.rtol, controller.atol)
     t0, t1 = jnp.asarray(t0, y0.q.dtype), jnp.asarray(t1, y0.q.dtype)
     return _simulate(system, y0, t0, t1, solver, stabilization, options, batched=batched)
 

@@ -6,6 +6,10 @@ to JAX with `sympy.lambdify` and the `jax.numpy` printer, so the resulting syste
 grad-compatible like any hand-written one. SymPy is imported only when the bridge is used.
 """
 
+import builtins
+import dis
+import math
+import types
 from collections.abc import Callable, Mapping, Sequence
 
 import equinox as eqx
@@ -48,6 +52,78 @@ class SympyFunction(eqx.Module):
             return jnp.asarray(out, dtype)
         flat = [jnp.asarray(o, dtype) for o in out]
         return jnp.stack(flat).reshape(self.shape)
+
+
+def _check_symbols(coordinates, velocities, params, time):
+    """Coordinates, velocities, parameters and time must be distinct symbols."""
+    for what, xs in (("coordinates", coordinates), ("velocities", velocities)):
+        repeated = sorted({str(x) for x in xs if xs.count(x) > 1})
+        if repeated:
+            raise ValueError(f"{what} contain {', '.join(repeated)} more than once.")
+    both = [str(v) for v in velocities if v in coordinates]
+    if both:
+        raise ValueError(
+            f"velocities {', '.join(both)} are also coordinates: give each velocity its own "
+            "symbol (e.g. v_x for x), or dynamicsymbols whose velocities are their derivatives."
+        )
+    roles = {"a coordinate": coordinates, "a velocity": velocities, "the time": [time]}
+    for p, value in params.items():
+        for role, xs in roles.items():
+            if any(p == x for x in xs):
+                raise ValueError(f"parameter {p} is {role}: parameters are the other symbols.")
+        try:
+            finite = math.isfinite(float(value))
+        except (TypeError, ValueError):
+            finite = False
+        if not finite:
+            raise ValueError(f"parameter {p} must have a finite number as value, got {value!r}.")
+    if time is not None and (time in coordinates or time in velocities):
+        raise ValueError(f"the time {time} is also a coordinate or velocity.")
+
+
+def _check_values(sp, name, exprs):
+    """Real, finite expressions of defined functions only."""
+    for e in exprs:
+        if e.has(sp.I):
+            raise ValueError(
+                f"{name} contains the imaginary unit I: expressions must be real (e.g. write "
+                "sp.sqrt of a non-negative quantity, or split into real and imaginary parts)."
+            )
+        if e.has(sp.zoo, sp.oo, sp.nan):
+            raise ValueError(f"{name} contains an infinite or undefined constant (oo, zoo, nan).")
+        undefined = sorted({str(f.func) for f in e.atoms(sp.core.function.AppliedUndef)})
+        if undefined:
+            raise ValueError(
+                f"{name} contains the undefined function(s) {', '.join(undefined)}: replace them "
+                "by expressions (or, for dynamicsymbols, list them as coordinates)."
+            )
+
+
+def _global_names(code) -> set[str]:
+    """The global names a compiled function (and the code nested in it) looks up."""
+    names = {
+        i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")
+    }
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _global_names(const)
+    return names
+
+
+def _check_printed(fn, name):
+    """Every function in the lambdified code must exist in the JAX namespace: a function the
+    printer does not know (e.g. `besselj`) is printed by name and would fail at the first call."""
+    missing = sorted(
+        n
+        for n in _global_names(fn.__code__)
+        if n not in fn.__globals__ and not hasattr(builtins, n)
+    )
+    if missing:
+        raise ValueError(
+            f"{name} uses {', '.join(missing)}, which SymPy's JAX printer does not support: "
+            "rewrite it in elementary functions (e.g. expr.rewrite(...) or a series), or "
+            "implement it as a hand-written JAX function."
+        )
 
 
 def _is_function_of_time(sp, x):
@@ -126,10 +202,11 @@ def from_sympy(
     velocities = list(velocities)
     if len(velocities) != n:
         raise ValueError(f"{n} coordinates but {len(velocities)} velocities.")
+    params = dict(parameters or {})
+    _check_symbols(coordinates, velocities, params, time)
 
     qs = [sp.Dummy(f"q{i}") for i in range(n)]
     vs = [sp.Dummy(f"v{i}") for i in range(n)]
-    params = dict(parameters or {})
     psyms = list(params)
     pvals = jnp.asarray([float(params[p]) for p in psyms]) if psyms else jnp.zeros((0,))
     tsym = sp.Dummy("t")
@@ -161,6 +238,7 @@ def from_sympy(
 
     allowed = {*qs, *vs, *psyms, tsym}
     for name, (exprs, _) in groups.items():
+        _check_values(sp, name, exprs)
         extra = set().union(*(e.free_symbols for e in exprs)) - allowed
         if extra:
             names = ", ".join(sorted(str(s) for s in extra))
@@ -181,6 +259,7 @@ def from_sympy(
         args = ([tsym] if time_dependent else []) + qs + (vs if uses_v else []) + psyms
         body = exprs[0] if shape == () else exprs
         fn = sp.lambdify(args, body, modules=[{"ImmutableDenseMatrix": jnp.array}, "jax"], cse=True)
+        _check_printed(fn, name)
         return SympyFunction(fn, pvals, shape, str(body))
 
     def shape_of(name):

@@ -6,6 +6,8 @@ matplotlib is imported when a function is called, so `import geomech` does not n
 `pip install 'geomech[plot]'`.
 """
 
+import contextlib
+import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -98,31 +100,197 @@ def phase_portrait(sol, i: int = 0, *, label: str | None = None, ax=None):
     return ax
 
 
-def drift(sol, *, ax=None):
-    """Energy drift $|E_L(t) - E_L(t_0)|$ and constraint residuals $|\\phi|$, $|h|$ on a log scale.
+def _axis_label(name: str, unit: str = "") -> str:
+    return f"{name} [{unit}]" if unit else name
 
-    For a batch the largest value over the trajectories is drawn. A conservative system keeps the
-    energy drift at the integrator's tolerance; growing residuals mean the state leaves
-    $\\mathcal{C}$ (see stabilization in `simulate`).
+
+def _units(units, n, time_unit="", velocities=False):
+    """Per-coordinate units (`""` where unknown); velocities get `unit/time_unit`."""
+    units = [""] * n if units is None else list(units)
+    if len(units) != n:
+        raise ValueError(f"got {len(units)} units for {n} coordinates.")
+    if velocities:
+        return [f"{u}/{time_unit}" if u and time_unit else "" for u in units]
+    return units
+
+
+@contextlib.contextmanager
+def _all_nan_ok():
+    """Silence NumPy's warning for a time at which every trajectory has failed (NaN is drawn)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+def _reached(x):
+    """`x` with the `inf` padding after a failed trajectory (and any non-finite value) as NaN."""
+    x = np.asarray(x, float)
+    return np.where(np.isfinite(x), x, np.nan)
+
+
+def ensemble(
+    sol,
+    coordinates: Sequence[int] | None = None,
+    *,
+    labels=None,
+    units=None,
+    time_unit: str = "",
+    velocities: bool = False,
+    percentiles: tuple[float, float] = (5.0, 95.0),
+    fig=None,
+):
+    """One panel per coordinate: for a batch the median over the trajectories and the band between
+    two percentiles (and the interquartile band), for a single trajectory the curve itself.
+
+    Each coordinate gets its own axis, so coordinates of different scales (positions, angles) stay
+    readable; failed trajectories count only up to where they stopped.
+
+    **Arguments:**
+
+    - `sol`: a `gm.Solution`, batched (leading axis `B`) or not.
+    - `coordinates`: indices to draw (all by default).
+    - `labels`: names of all $n$ coordinates (default $q^1, \\dots, q^n$).
+    - `units`: the unit of each coordinate (`""` where unknown); `time_unit` that of $t$.
+    - `velocities`: draw $v$ instead of $q$.
+    - `percentiles`: the outer band.
+    - `fig`: a matplotlib `Figure` to draw into (a new one by default).
+
+    **Returns:** the `Figure`; `fig.axes[j]` is the panel of the `j`-th drawn coordinate.
+    """
+    plt = _pyplot()
+    ts = _reached(_batched(sol.ts, 1))
+    ys = _reached(_batched(sol.states.v if velocities else sol.states.q, 2))
+    B, _, n = ys.shape
+    names = _labels(labels, n, "v" if velocities else "q")
+    if velocities and labels is not None:
+        names = [f"d{name}/dt" for name in names]
+    units = _units(units, n, time_unit, velocities)
+    coordinates = list(range(n) if coordinates is None else coordinates)
+    cols = min(len(coordinates), 3)
+    rows = -(-len(coordinates) // cols)
+    if fig is None:
+        fig = plt.figure(figsize=(4.2 * cols, 2.6 * rows + 0.5), layout="constrained")
+    axes = fig.subplots(rows, cols, sharex=True, squeeze=False).ravel()
+    with _all_nan_ok():
+        t = np.nanmedian(ts, axis=0)  # the saved times (equal across the batch for SaveAt(ts=...))
+    for ax, i in zip(axes, coordinates, strict=False):
+        y = ys[:, :, i]
+        if B == 1:
+            ax.plot(t, y[0], color="C0", lw=1.5)
+        else:
+            with _all_nan_ok():
+                lo, q1, med, q3, hi = np.nanpercentile(
+                    y, [percentiles[0], 25.0, 50.0, 75.0, percentiles[1]], axis=0
+                )
+            band = f"{percentiles[0]:g}–{percentiles[1]:g} %"
+            ax.fill_between(t, lo, hi, color="C0", alpha=0.2, lw=0, label=band)
+            ax.fill_between(t, q1, q3, color="C0", alpha=0.35, lw=0, label="25–75 %")
+            ax.plot(t, med, color="C0", lw=1.5, label="median")
+        ax.set_ylabel(_axis_label(names[i], units[i]))
+        ax.grid(alpha=0.3)
+    for ax in axes[len(coordinates) :]:
+        ax.set_visible(False)
+    for ax in axes[max(0, len(coordinates) - cols) : len(coordinates)]:  # no panel below them
+        ax.set_xlabel(_axis_label("t", time_unit))
+        ax.xaxis.set_tick_params(labelbottom=True)
+    if B > 1:
+        handles, names = axes[0].get_legend_handles_labels()
+        fig.legend(handles, names, loc="outside lower center", ncols=3, fontsize="small")
+        fig.suptitle(f"median and percentile bands over {B} trajectories", fontsize="medium")
+    return fig
+
+
+def path(
+    sol,
+    coordinates: tuple[int, int] = (0, 1),
+    *,
+    labels=None,
+    units=None,
+    max_paths: int = 200,
+    ax=None,
+):
+    """The path in configuration space of a coordinate pair, e.g. the contact point $(x, y)$ of a
+    rolling disk, with equal scales on both axes; a batch draws up to `max_paths` trajectories
+    thinly (the first one highlighted), each starting at a dot.
 
     **Returns:** the `Axes`.
     """
-    ts = _batched(sol.ts, 1)[0]
-    series = {
-        "$|E_L(t) - E_L(t_0)|$": _batched(sol.energy, 1) - _batched(sol.energy, 1)[:, :1],
-        "$|\\phi(t, q, v)|$": _batched(sol.constraint_residual, 1),
-        "$|h(t, q)|$": _batched(sol.position_residual, 1),
-    }
+    q = _reached(_batched(sol.states.q, 2))
+    B, _, n = q.shape
+    names = _labels(labels, n, "q")
+    units = _units(units, n)
+    i, j = coordinates
     ax = _axes(ax)
-    keep = np.isfinite(ts)
-    for name, y in series.items():
-        y = np.max(np.abs(y), axis=0)[keep]
-        if name.startswith("$|h") and not np.any(y):
-            continue  # no holonomic part
-        ax.semilogy(ts[keep], np.where(y > 0, y, np.nan), label=name)  # exact zeros are left out
-    ax.set_xlabel("t")
-    ax.set_ylabel("drift")
+    shown = min(B, max_paths)
+    for b in range(shown):
+        first = b == 0
+        ax.plot(
+            q[b, :, i],
+            q[b, :, j],
+            color="C0" if first else "C7",
+            lw=1.5 if first else 0.5,
+            alpha=1.0 if first else 0.5,
+            zorder=3 if first else 2,
+            label="trajectory 0" if first and B > 1 else None,
+        )
+    ax.plot(q[:shown, 0, i], q[:shown, 0, j], "o", color="k", ms=2.5, zorder=4, label="start")
+    ax.set_xlabel(_axis_label(names[i], units[i]))
+    ax.set_ylabel(_axis_label(names[j], units[j]))
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.grid(alpha=0.3)
+    if B > 1:
+        ax.set_title(f"{shown} of {B} trajectories" if shown < B else f"{B} trajectories")
     ax.legend(loc="best", fontsize="small")
+    return ax
+
+
+def drift(sol, *, energy: str = "drift", ax=None):
+    """The energy change $|E_L(t) - E_L(t_0)|$ and the constraint residuals $|\\phi|$, $|h|$ on a
+    log scale.
+
+    For a batch the largest value over the trajectories is drawn (the legend says so). Values
+    below the round-off level $\\varepsilon \\max(1, |E_L(t_0)|)$ (the energy change is exactly
+    zero at $t_0$) are drawn at that level, marked by a dotted line, so the curves have no gaps.
+    A conservative system keeps the energy drift at the integrator's tolerance; growing residuals
+    mean the state leaves $\\mathcal{C}$ (see stabilization in `simulate`).
+
+    **Arguments:**
+
+    - `sol`: a `gm.Solution`, batched or not.
+    - `energy`: `"drift"` where $E_L$ is conserved, `"change"` where it is not: moving
+        (rheonomic or affine) constraints, a work space $\\mathcal{W} \\ne \\mathcal{D}$, forces.
+    - `ax`: a matplotlib `Axes`.
+
+    **Returns:** the `Axes`.
+    """
+    if energy not in ("drift", "change"):
+        raise ValueError(f"energy must be 'drift' or 'change', got {energy!r}.")
+    ts = _reached(_batched(sol.ts, 1))
+    E = _reached(_batched(sol.energy, 1))
+    B = E.shape[0]
+    with _all_nan_ok():
+        t = np.nanmedian(ts, axis=0)
+    series = {
+        f"$|E_L(t) - E_L(t_0)|$ (energy {energy})": E - E[:, :1],
+        "$|\\phi(t, q, v)|$": _reached(_batched(sol.constraint_residual, 1)),
+        "$|h(t, q)|$": _reached(_batched(sol.position_residual, 1)),
+    }
+    dtype = np.asarray(sol.energy).dtype
+    eps = np.finfo(dtype if np.issubdtype(dtype, np.floating) else float).eps
+    floor = eps * max(1.0, float(np.nanmax(np.abs(E[:, 0]), initial=0.0)))
+    ax = _axes(ax)
+    suffix = f", max over {B} trajectories" if B > 1 else ""
+    for name, y in series.items():
+        with _all_nan_ok():
+            y = np.nanmax(np.abs(y), axis=0) if B > 1 else np.abs(y[0])
+        if name.startswith("$|h") and not np.any(y > 0):
+            continue  # no holonomic part
+        ax.semilogy(t, np.maximum(y, floor), label=name + suffix)
+    ax.axhline(floor, color="0.5", ls=":", lw=1, label="round-off level")
+    ax.set_xlabel("t")
+    ax.set_ylabel(f"energy {energy} and residuals")
+    ax.legend(loc="best", fontsize="small")
+    ax.grid(alpha=0.3)
     return ax
 
 

@@ -1,8 +1,12 @@
-"""The `geomech` command: its outputs, its numbers against `simulate`, and its user errors."""
+"""The `geomech` command: fast start, one simulation per run, its outputs against `simulate`, the
+output directory, and its user errors (one line, exit status 2, no traceback)."""
 
 import json
 import subprocess
 import sys
+import textwrap
+import types
+import warnings
 
 import diffrax
 import jax
@@ -13,14 +17,18 @@ import pytest
 import geomech as gm
 import geomech.models as gmm
 from geomech import cli
+from geomech.cli import _catalog, _output, _run, _setup
 
-pytest.importorskip("matplotlib")
+matplotlib = pytest.importorskip("matplotlib")
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def float64_after():
     yield
     jax.config.update("jax_enable_x64", True)  # a --float32 run switches it off for the process
+    plt.close("all")
 
 
 def run(capsys, *argv):
@@ -29,107 +37,308 @@ def run(capsys, *argv):
     return code, out, err
 
 
+# -- start fast: no JAX for --help, list and argument errors ----------------------------------
+
+HEAVY = ("jax", "jaxlib", "diffrax", "equinox", "geomech.models", "matplotlib")
+
+
+@pytest.mark.parametrize(
+    "argv, code",
+    [
+        (["--help"], 0),
+        (["run", "--help"], 0),
+        (["list"], 0),
+        (["run", "no_such_model"], 2),
+        (["run", "pendulum", "--points", "1"], 2),
+        (["run", "pendulum", "--param", "mass=2"], 2),
+        (["compare", "sleigh", "--states", "0"], 2),
+    ],
+)
+def test_fast_paths_import_no_jax(argv, code):
+    """Checked in a fresh interpreter through `sys.modules`."""
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from geomech.cli import main
+        try:
+            code = main({argv!r})
+        except SystemExit as e:
+            code = e.code
+        heavy = sorted(m for m in sys.modules if m.startswith({HEAVY!r}))
+        print("HEAVY", heavy, "CODE", code)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert f"HEAVY [] CODE {code}" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_catalog_is_up_to_date():
+    """`catalog.json` (read by `list` without JAX) is what the model classes say; regenerate it
+    with `python -m geomech.cli._catalog`."""
+    assert _catalog.load() == json.loads(_catalog.dumps(_catalog.build()))
+
+
 def test_list_names_every_model_and_its_parameters(capsys):
     code, out, _ = run(capsys, "list")
     assert code == 0
     for name, cls in gmm.MODELS.items():
-        assert f"{name}: " in out
-        coordinates = getattr(cls(), "coordinates", None)
-        if coordinates:
-            assert f"q = ({', '.join(coordinates)})" in out
+        model = cls()
+        assert f"{name}: {model.description}" in out
+        units = [f" [{u}]" if u else "" for u in model.units]
+        shown = ", ".join(c + u for c, u in zip(model.coordinates, units, strict=True))
+        assert f"q = ({shown})" in out
     assert "l=1.0" in out and "W ≠ D" in out  # the pendulum's length; thesis Example 2's W
 
 
-@pytest.mark.parametrize("name", list(gmm.MODELS))
-def test_run_writes_outputs_that_match_simulate(capsys, tmp_path, name):
-    t1 = 0.3  # default --points (201): the compilation is shared with `geomech demo`
-    code, out, err = run(capsys, "run", name, "--t1", str(t1), "--out", str(tmp_path))
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert code == (0 if summary["successful"] == 1 else 1), err
-    for png in ("trajectory.png", "drift.png"):
-        assert (tmp_path / png).stat().st_size > 1000
-        assert (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
-    data = np.load(tmp_path / f"{name}.npz")
-    csv = np.loadtxt(tmp_path / f"{name}.csv", delimiter=",", skiprows=1)
+# -- run: one simulation, its numbers against gm.simulate, its files --------------------------
 
-    # the same simulation through the public API
+
+def test_run_simulates_once(capsys, monkeypatch):
+    traces, executions = [], []
+    simulate, execute = gm.simulate, _run.execute
+    monkeypatch.setattr(gm, "simulate", lambda *a, **k: traces.append(1) or simulate(*a, **k))
+    monkeypatch.setattr(_run, "execute", lambda *a: executions.append(1) or execute(*a))
+    code, out, _ = run(capsys, "run", "pendulum", "--t1", "0.3", "--points", "5", "--repeat", "2")
+    assert code == 0
+    assert len(traces) == 1 and len(executions) == 3  # traced once; executed once + 2 repeats
+    for row in ("compile time", "run time (one execution)", "2 repeats", "steady state"):
+        assert row in out
+    assert "precision" in out and "float64 (x64 enabled)" in out
+
+
+def _simulate_like_cli(name, t1, points=201):
     model = gmm.MODELS[name]()
-    system, y0 = model.system(), model.initial_state()
-    ts = jnp.linspace(model.t0, t1, 201)
-    tol = jnp.asarray(1e-8)  # as arrays, like the command: the compiled solve is reused
+    ts = jnp.linspace(model.t0, t1, points)
     sol = gm.simulate(
-        system,
-        y0,
+        model.system(),
+        model.initial_state(),
         model.t0,
         t1,
         saveat=diffrax.SaveAt(ts=ts),
-        rtol=tol,
-        atol=tol,
+        rtol=1e-8,
+        atol=1e-8,
         max_steps=100_000,
         throw=False,
     )
+    return model, ts, sol
+
+
+@pytest.mark.parametrize("name", list(gmm.MODELS))
+def test_run_writes_consistent_outputs(capsys, tmp_path, name):
+    code, out, err = run(
+        capsys, "run", name, "--t1", "0.3", "--points", "21", "--out", str(tmp_path)
+    )
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert code == (0 if summary["successful"] == 1 else 1), err
+    model = gmm.MODELS[name]()
+    pngs = ["trajectory.png", "drift.png"] + (["path.png"] if model.path_coordinates else [])
+    assert sorted(summary["files"]) == sorted([f"{name}.npz", f"{name}.csv", "summary.json", *pngs])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(summary["files"])
+    for png in pngs:
+        assert (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
+    data = np.load(tmp_path / f"{name}.npz")
+    csv = np.loadtxt(tmp_path / f"{name}.csv", delimiter=",", skiprows=1)
+    n = len(model.coordinates)
+    np.testing.assert_array_equal(csv[:, 0], 0)  # one trajectory
+    np.testing.assert_allclose(csv[:, 1], data["ts"], rtol=1e-15)
+    np.testing.assert_allclose(csv[:, 2 : 2 + n], data["q"], rtol=1e-15)
+    np.testing.assert_allclose(csv[:, 2 + n : 2 + 2 * n], data["v"], rtol=1e-15)
+    np.testing.assert_allclose(csv[:, -3], data["energy"], rtol=1e-15)
+    e = data["energy"]
+    assert summary["max_energy_change"] == pytest.approx(np.max(np.abs(e - e[0])), abs=1e-300)
+    assert summary["energy_conserved"] == (name not in ("bead_on_wire", "thesis_example2"))
+    assert list(data["result"]) == ["successful"]
+    assert f"{summary['max_energy_change']:.3e}" in out
+    assert summary["command"].startswith(f"geomech run {name} --t1 0.3")
+    assert summary["versions"]["jax"] == jax.__version__ and summary["machine"]["cpu_count"] >= 1
+
+
+@pytest.mark.parametrize("name", ["pendulum", "sleigh", "bead_on_wire"])
+def test_run_matches_simulate(capsys, tmp_path, name):
+    code, _, err = run(capsys, "run", name, "--t1", "0.3", "--out", str(tmp_path))
+    assert code == 0, err
+    model, ts, sol = _simulate_like_cli(name, 0.3)
+    data = np.load(tmp_path / f"{name}.npz")
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    np.testing.assert_allclose(data["ts"], ts, rtol=1e-15)
     np.testing.assert_allclose(data["q"], sol.states.q, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(csv[:, 0], ts, rtol=1e-12)
-    np.testing.assert_allclose(csv[:, 1 : 1 + y0.q.size], sol.states.q, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(data["v"], sol.states.v, rtol=1e-9, atol=1e-12)
     e = np.asarray(sol.energy)
-    np.testing.assert_allclose(e[0], system.energy(y0, model.t0), rtol=1e-12)
+    np.testing.assert_allclose(e[0], model.system().energy(model.initial_state(), model.t0))
     np.testing.assert_allclose(
-        summary["energy_drift"], np.max(np.abs(e - e[0])), rtol=1e-6, atol=1e-13
+        summary["max_energy_change"], np.max(np.abs(e - e[0])), rtol=1e-6, atol=1e-13
     )
     np.testing.assert_allclose(
         summary["constraint_residual"], np.max(sol.constraint_residual), rtol=1e-6, atol=1e-13
     )
     np.testing.assert_allclose(summary["final_q"], sol.states.q[-1], rtol=1e-9, atol=1e-12)
-    assert f"{summary['energy_drift']:.3e}" in out
-    assert summary["trajectories_per_second"] > 0
 
 
-def test_run_ensemble(capsys, tmp_path):
-    code, out, _ = run(
-        capsys,
-        "run",
-        "sleigh",
-        "--batch",
-        "5",
-        "--t1",
-        "0.5",
-        "--points",
-        "5",
-        "--out",
-        str(tmp_path),
-    )
-    assert code == 0
+def test_run_ensemble_writes_long_csv(capsys, tmp_path):
+    argv = ["run", "sleigh", "--batch", "5", "--t1", "0.5", "--points", "4", "--out", str(tmp_path)]
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "5 / 5 successful" in out
     data = np.load(tmp_path / "sleigh.npz")
-    assert data["q"].shape == (5, 5, 3)
-    assert not (tmp_path / "sleigh.csv").exists()
+    assert data["q"].shape == (5, 4, 3)
+    header = (tmp_path / "sleigh.csv").read_text().splitlines()[0].split(",")
+    assert header == [
+        "trajectory", "t", "x", "y", "theta", "x_dot", "y_dot", "theta_dot",
+        "energy", "constraint_residual", "position_residual",
+    ]  # fmt: skip
+    csv = np.loadtxt(tmp_path / "sleigh.csv", delimiter=",", skiprows=1)
+    assert csv.shape == (20, 11)
+    np.testing.assert_array_equal(csv[:, 0], np.repeat(np.arange(5), 4))
+    np.testing.assert_allclose(csv[:, 1], data["ts"].reshape(-1), rtol=1e-15)
+    np.testing.assert_allclose(csv[:, 2:5], data["q"].reshape(-1, 3), rtol=1e-15)
+    np.testing.assert_allclose(csv[:, 5:8], data["v"].reshape(-1, 3), rtol=1e-15)
+    np.testing.assert_allclose(csv[:, 8], data["energy"].reshape(-1), rtol=1e-15)
+    np.testing.assert_allclose(csv[:, 9], data["constraint_residual"].reshape(-1), rtol=1e-15)
     system = gmm.ChaplyginSleigh()()
     residual = jax.vmap(jax.vmap(system.constraint_residual))(gm.State(data["q"], data["v"]))
-    np.testing.assert_allclose(
-        residual, 0.0, atol=1e-7
-    )  # every ensemble member starts and stays on C
+    np.testing.assert_allclose(residual, 0.0, atol=1e-7)  # every member starts and stays on C
     assert len({tuple(q) for q in data["q"][:, 0]}) == 5  # distinct initial states
-    assert "5 / 5 successful" in out
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["command"] == "geomech " + " ".join(argv)
 
 
-def test_run_float32(capsys, tmp_path):
+def test_failed_trajectories_exit_1(capsys, tmp_path):
     code, out, _ = run(
-        capsys,
-        "run",
-        "pendulum",
-        "--float32",
-        "--t1",
-        "0.5",
-        "--points",
-        "5",
-        "--out",
-        str(tmp_path),
-    )
-    assert code == 0 and "float32" in out
+        capsys, "run", "pendulum", "--batch", "2", "--t1", "3", "--max-steps", "20",
+        "--points", "5", "--out", str(tmp_path),
+    )  # fmt: skip
+    assert code == cli.EXIT_FAILED
+    assert "max_steps" in out and "0 / 2 successful" in out
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["failures"] == {"max_steps_reached": [0, 1]}
+    assert list(np.load(tmp_path / "pendulum.npz")["result"]) == ["max_steps_reached"] * 2
+
+
+def test_float32_precision_warning(capsys, tmp_path):
+    code, out, err = run(
+        capsys, "run", "pendulum", "--float32", "--t1", "0.5", "--points", "5",
+        "--rtol", "1e-8", "--atol", "1e-8", "--out", str(tmp_path),
+    )  # fmt: skip
+    assert code == 0 and "float32 (--float32)" in out
+    assert err.count("geomech: warning:") == 1 and "below what float32 can deliver" in err
     assert np.load(tmp_path / "pendulum.npz")["q"].dtype == np.float32
 
 
+def test_simulate_warns_below_float32_precision():
+    """The library's guard: a Python warning before tracing, once per setting."""
+    model = gmm.CartesianPendulum()
+    y0 = jax.tree.map(lambda x: x.astype(jnp.float32), model.initial_state())
+    kwargs = dict(saveat=diffrax.SaveAt(t1=True), throw=False)
+    with pytest.warns(gm.PrecisionWarning, match="float32 can deliver.*jax_enable_x64"):
+        gm.simulate(model.system(), y0, 0.0, 0.1, rtol=1e-8, atol=1e-8, **kwargs)
+    with warnings.catch_warnings():  # tolerances float32 can meet, and float64: no warning
+        warnings.simplefilter("error", gm.PrecisionWarning)
+        gm.simulate(model.system(), y0, 0.0, 0.1, rtol=1e-5, atol=1e-5, **kwargs)
+        gm.simulate(model(), model.initial_state(), 0.0, 0.1, rtol=1e-12, atol=1e-12, **kwargs)
+
+
+def test_without_matplotlib_data_is_written_and_plots_skipped(capsys, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` fails
+    code, out, _ = run(
+        capsys, "run", "pendulum", "--t1", "0.3", "--points", "5", "--out", str(tmp_path)
+    )
+    assert code == 0 and "plots skipped: matplotlib is not installed" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "pendulum.csv",
+        "pendulum.npz",
+        "summary.json",
+    ]
+
+
+# -- the output directory: checked first, never mixed ------------------------------------------
+
+
+def _no_simulation(monkeypatch):
+    def fail(*a, **k):
+        raise AssertionError("simulated although --out was refused")
+
+    monkeypatch.setattr(_run, "simulate_once", fail)
+
+
+def test_out_is_checked_before_simulating(capsys, tmp_path, monkeypatch):
+    _no_simulation(monkeypatch)
+    (tmp_path / "notes.txt").write_text("mine")
+    for extra in ([], ["--overwrite"]):
+        code, _, err = run(capsys, "run", "pendulum", "--out", str(tmp_path), *extra)
+        assert code == cli.EXIT_USER_ERROR and len(err.strip().splitlines()) == 1
+        assert ("not empty" if not extra else "no geomech run wrote (notes.txt)") in err
+    code, _, err = run(capsys, "run", "pendulum", "--out", str(tmp_path / "notes.txt"))
+    assert code == cli.EXIT_USER_ERROR and "is a file" in err
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_overwrite_replaces_an_earlier_run(capsys, tmp_path):
+    short = ["--t1", "0.3", "--points", "5", "--out", str(tmp_path)]
+    assert run(capsys, "run", "sleigh", *short)[0] == 0
+    assert (tmp_path / "path.png").exists()
+    code, _, err = run(capsys, "run", "pendulum", *short)
+    assert code == cli.EXIT_USER_ERROR and "--overwrite" in err
+    assert run(capsys, "run", "pendulum", *short, "--overwrite")[0] == 0
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["drift.png", "pendulum.csv", "pendulum.npz", "summary.json", "trajectory.png"]
+
+
+# -- ensemble figures: the panels a person wants (checked on the figure objects) --------------
+
+
+def _fake_ensemble(model, B=40, T=30):
+    """A Solution-like record around the model's initial state (no simulation needed)."""
+    y0 = model.initial_state()
+    n = y0.q.shape[0]
+    rng = np.random.default_rng(0)
+    ts = np.linspace(0.0, 1.0, T)
+    q = np.asarray(y0.q) + ts[None, :, None] * rng.normal(size=(B, 1, n))
+    v = np.broadcast_to(np.asarray(y0.v), (B, T, n)) + 0.0
+    energy = 1.0 + 1e-9 * ts[None] * rng.normal(size=(B, 1))
+    residual = np.abs(1e-12 * ts[None] * rng.normal(size=(B, 1)))
+    return types.SimpleNamespace(
+        ts=np.broadcast_to(ts, (B, T)),
+        states=gm.State(jnp.asarray(q), jnp.asarray(v)),
+        energy=energy,
+        constraint_residual=residual,
+        position_residual=np.zeros_like(residual),
+    )
+
+
+@pytest.mark.parametrize("name, conserved", [("rolling_disk", True), ("bead_on_wire", False)])
+def test_ensemble_figures_have_the_expected_panels(name, conserved):
+    model = gmm.MODELS[name]()
+    y0 = model.initial_state()
+    setup = _setup.Setup(name, {}, model, model.system(), y0, 2)
+    B, n = 40, y0.q.shape[0]
+    figs = _output.figures(setup, _fake_ensemble(model, B), energy_conserved=conserved)
+    assert sorted(figs) == ["drift", "path", "trajectory"]  # both models declare (x, y) a path
+    panels = [ax for ax in figs["trajectory"].axes if ax.get_visible()]
+    assert len(panels) == n
+    for ax, c, u in zip(panels, model.coordinates, model.units, strict=True):
+        assert ax.get_ylabel() == f"{_setup.pretty(c)} [{u}]"
+        assert len(ax.collections) == 2  # 5–95 % and 25–75 % bands
+        assert [line.get_label() for line in ax.get_lines()] == ["median"]
+    assert panels[-1].get_xlabel() == "t [s]"
+    assert f"over {B} trajectories" in figs["trajectory"].get_suptitle()
+    (path,) = figs["path"].axes
+    assert (path.get_xlabel(), path.get_ylabel()) == ("$x$ [m]", "$y$ [m]")
+    assert len(path.get_lines()) == B + 1  # every path and the start points
+    (drift,) = figs["drift"].axes
+    labels = [line.get_label() for line in drift.get_lines()]
+    energy = "energy drift" if conserved else "energy change"
+    assert any(energy in label and f"max over {B} trajectories" in label for label in labels)
+    assert drift.get_yscale() == "log"
+    for line in drift.get_lines():  # no gaps: every drawn value is finite and positive
+        assert np.all(np.isfinite(line.get_ydata())) and np.all(np.asarray(line.get_ydata()) > 0)
+
+
+# -- compare, demo, entry point ----------------------------------------------------------------
+
+
 def test_compare_solvers_agree(capsys):
-    # the defaults of `geomech demo`'s comparison: compiled once for both tests
+    # the defaults of `geomech demo`'s comparison
     code, out, _ = run(capsys, "compare", "thesis_example2")
     assert code == 0, out
     for solver in ("projection", "gauss", "gibbs-appell", "gibbs-appell-d", "kane", "multipliers"):
@@ -138,41 +347,11 @@ def test_compare_solvers_agree(capsys):
     assert worst < 1e-10
 
 
-@pytest.mark.parametrize(
-    "argv, fragment",
-    [
-        (["run", "no_such_model"], "unknown model"),
-        (["run", "pendulum", "--solver", "nope"], "unknown solver"),
-        (["run", "pendulum", "--param", "mass=2"], "no parameter 'mass'"),
-        (["run", "pendulum", "--param", "m=heavy"], "needs a float"),
-        (["run", "pendulum", "--param", "m=0"], "mass matrix"),
-        (["run", "rolling_disk", "--param", "m=-1"], "mass matrix"),
-        (["run", "pendulum", "--t1", "-1"], "--t1"),
-        (["frobnicate"], "invalid choice"),
-    ],
-)
-def test_user_errors_are_one_line(capsys, argv, fragment):
-    code, out, err = run(capsys, *argv)
-    assert code == cli.EXIT_USER_ERROR
-    assert fragment in err
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
-
-
-def test_violating_3_19_is_a_user_error(capsys):
-    # thesis Example 2: (3.19) fails where A(q) = m1/m2; put the initial state there
-    model = gmm.ThesisExample2()
-    A0 = float(model.A(model.initial_state().q))
-    code, _, err = run(capsys, "compare", "thesis_example2", "--param", f"m1={A0 * model.m2!r}")
-    assert code == cli.EXIT_USER_ERROR
-    assert "(3.19)" in err and len(err.strip().splitlines()) == 1
-
-
 def test_demo(capsys):
     code, out, _ = run(capsys, "demo")
     assert code == 0
-    assert (
-        "Holonomic" in out and "Nonholonomic" in out and "Generalized" in out and "ensemble" in out
-    )
+    for part in ("Holonomic", "Nonholonomic", "Generalized", "ensemble", "compiled in"):
+        assert part in out
     worst = float(out.split("largest disagreement with Projection:")[1].split()[0])
     assert worst < 1e-10
 
@@ -182,3 +361,65 @@ def test_python_dash_m_entry_point():
         [sys.executable, "-m", "geomech", "--help"], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0 and "demo" in done.stdout
+
+
+# -- user errors: one line, exit status 2 -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["run", "no_such_model"], "unknown model"),
+        (["run", "pendulum", "--solver", "nope"], "invalid choice"),
+        (["run", "pendulum", "--param", "mass=2"], "no parameter 'mass'"),
+        (["run", "pendulum", "--param", "m=heavy"], "needs a float"),
+        (["run", "pendulum", "--param", "m=nan"], "finite"),
+        (["run", "pendulum", "--param", "m"], "key=value"),
+        (["run", "pendulum", "--param", "m=0"], "mass matrix"),
+        (["run", "rolling_disk", "--param", "m=-1"], "mass matrix"),
+        (["run", "pendulum", "--param", "form=spiral"], "form must be"),
+        (["run", "pendulum", "--t1", "-1"], "--t1 must be after"),
+        (["run", "pendulum", "--t1", "inf"], "finite"),
+        (["run", "pendulum", "--points", "1"], "--points: must be >= 2"),
+        (["run", "pendulum", "--rtol", "0"], "--rtol: must be > 0"),
+        (["run", "pendulum", "--atol=-1e-9"], "--atol: must be > 0"),
+        (["run", "pendulum", "--batch", "0"], "--batch: must be >= 1"),
+        (["run", "pendulum", "--batch", "2.5"], "needs an integer"),
+        (["run", "pendulum", "--max-steps", "0"], "--max-steps: must be >= 1"),
+        (["run", "pendulum", "--repeat", "-1"], "--repeat: must be >= 0"),
+        (["run", "pendulum", "--batch", "10000000"], "--max-output-mb"),
+        (["run", "pendulum", "--max-output-mb", "0"], "must be > 0"),
+        (["run", "thesis_example2", "--solver", "momentum"], "does not apply"),
+        (["compare", "pendulum", "--states", "0"], "--states: must be >= 1"),
+        (["compare", "pendulum", "--tol", "nan"], "finite"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_user_errors_are_one_line(capsys, monkeypatch, argv, fragment):
+    _no_simulation(monkeypatch)
+    code, _, err = run(capsys, *argv)
+    assert code == cli.EXIT_USER_ERROR, err
+    assert fragment in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_runtime_failures_are_one_line(capsys, monkeypatch):
+    def boom(*a, **k):
+        raise RuntimeError("XLA ran out of something\nwith a long second line")
+
+    monkeypatch.setattr(_run, "simulate_once", boom)
+    code, _, err = run(capsys, "run", "pendulum")
+    assert code == cli.EXIT_FAILED
+    assert err.strip() == (
+        "geomech: error: RuntimeError: XLA ran out of something "
+        "(set GEOMECH_TRACEBACK=1 for the traceback)"
+    )
+
+
+def test_violating_3_19_is_a_user_error(capsys):
+    # thesis Example 2: (3.19) fails where A(q) = m1/m2; put the initial state there
+    model = gmm.ThesisExample2()
+    A0 = float(model.A(model.initial_state().q))
+    code, _, err = run(capsys, "compare", "thesis_example2", "--param", f"m1={A0 * model.m2!r}")
+    assert code == cli.EXIT_USER_ERROR
+    assert "(3.19)" in err and len(err.strip().splitlines()) == 1

@@ -43,6 +43,7 @@ def test_mkdocs_build_strict(tmp_path):
         "api.md",
         "sharp_bits.md",
         "multi_device.md",
+        "rotating_bodies.md",
     ):
         assert page in nav and (ROOT / "docs" / page).exists()
     shutil.rmtree(tmp_path / "site")
@@ -53,7 +54,7 @@ def python_blocks(page):
     return re.findall(r"```python\n(.*?)```", text, flags=re.S)
 
 
-@pytest.mark.parametrize("page", ["index.md", "getting_started.md"])
+@pytest.mark.parametrize("page", ["index.md", "getting_started.md", "rotating_bodies.md"])
 def test_examples_run(page):
     blocks = python_blocks(page)
     assert blocks

@@ -74,11 +74,16 @@ def _at_state(system, s0, t0, action):
 @pytest.mark.parametrize("name", list(gmm.MODELS))
 def test_model_well_posed(name):
     model = gmm.MODELS[name]()
+    assert isinstance(model, gmm.AbstractModel)  # the shared interface (issue 9 item 5)
     assert isinstance(model.description, str) and model.t1 > model.t0
     system, s0, t0 = model.system(), model.initial_state(), model.t0
-    assert isinstance(system, gm.LagrangianSystem)
+    assert isinstance(system, gm.LagrangianSystem) and eqx.tree_equal(model(), system)
+    n = s0.q.shape[0]
+    assert len(model.coordinates) == len(model.units) == n
+    assert model.path_coordinates is None or all(0 <= i < n for i in model.path_coordinates)
     gm.check_on_constraint(system, s0, t0, tol=1e-12)
-    action = model.action() if hasattr(model, "action") else None
+    assert gm.validate(system, s0, t0).ok
+    action = model.action() if isinstance(model, gmm.AbstractSymmetricModel) else None
     M, A, b, a, others = _at_state(system, s0, t0, action)
     np.testing.assert_allclose(M, M.T, atol=1e-14)
     assert jnp.linalg.eigvalsh(M).min() > 0

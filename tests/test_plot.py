@@ -64,10 +64,61 @@ def test_drift_plots_energy_change_and_residuals():
     sol = oscillator(batch=3)
     ax = plot.drift(sol)
     lines = {line.get_label(): line for line in ax.get_lines()}
+    floor = lines.pop("round-off level").get_ydata()[0]
     assert len(lines) == 2  # no holonomic part: |h| is left out
+    assert all("max over 3 trajectories" in k for k in lines)  # a batch shows its maximum
     energy = next(v for k, v in lines.items() if "E_L" in k)
+    assert "(energy drift)" in energy.get_label()
     np.testing.assert_allclose(energy.get_ydata()[1:], 1e-9 * sol.ts[0][1:], rtol=1e-6)
+    # the exact zero at t0 is drawn at the round-off level: no gap on the log scale
+    assert energy.get_ydata()[0] == floor == np.finfo(float).eps * np.max(sol.energy[:, 0])
     assert ax.get_yscale() == "log"
+    ax = plot.drift(oscillator(), energy="change")
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert "$|E_L(t) - E_L(t_0)|$ (energy change)" in labels  # one trajectory: no "max over"
+    with pytest.raises(ValueError, match="energy"):
+        plot.drift(sol, energy="loss")
+
+
+def test_ensemble_draws_median_and_bands_per_coordinate():
+    sol = oscillator(batch=5)
+    fig = plot.ensemble(sol, labels=["x", "y"], units=["m", "rad"], time_unit="s")
+    ax_x, ax_y = fig.axes
+    assert (ax_x.get_ylabel(), ax_y.get_ylabel()) == ("x [m]", "y [rad]")
+    assert ax_y.get_xlabel() == "t [s]"
+    q = np.asarray(sol.states.q)
+    (median,) = ax_y.get_lines()
+    np.testing.assert_allclose(median.get_ydata(), np.median(q[:, :, 1], axis=0))
+    assert len(ax_y.collections) == 2  # the 5–95 % and 25–75 % bands
+    band = ax_y.collections[0].get_paths()[0].vertices[:, 1]
+    lo, hi = np.percentile(q[:, :, 1], [5, 95], axis=0)
+    np.testing.assert_allclose([band.min(), band.max()], [lo.min(), hi.max()])
+    assert "over 5 trajectories" in fig.get_suptitle()
+    fig = plot.ensemble(oscillator(), velocities=True, labels=["x", "y"], units=["m", "m"])
+    (curve,) = fig.axes[0].get_lines()  # one trajectory: the curve itself
+    np.testing.assert_allclose(curve.get_ydata(), np.asarray(oscillator().states.v)[:, 0])
+    assert fig.axes[0].get_ylabel() == "dx/dt"  # no time unit: no velocity unit
+
+
+def test_ensemble_ignores_the_padding_of_failed_trajectories():
+    sol = oscillator(batch=3)
+    q = np.asarray(sol.states.q).copy()
+    q[0, 10:] = np.inf  # trajectory 0 stopped at index 10
+    sol.states = gm.State(jnp.asarray(q), sol.states.v)
+    (median,) = plot.ensemble(sol).axes[0].get_lines()
+    np.testing.assert_allclose(median.get_ydata()[10:], np.median(q[1:, 10:, 0], axis=0))
+
+
+def test_path_draws_the_coordinate_pair():
+    sol = oscillator(batch=4)
+    ax = plot.path(sol, (0, 1), labels=["x", "y"], units=["m", "m"])
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("x [m]", "y [m]")
+    lines = ax.get_lines()
+    assert len(lines) == 5  # four paths and their start points
+    q = np.asarray(sol.states.q)
+    np.testing.assert_allclose(lines[2].get_xydata(), q[2])
+    np.testing.assert_allclose(lines[-1].get_xydata(), q[:, 0])
+    assert ax.get_aspect() == 1.0
 
 
 def test_summary_figure_and_animation(tmp_path):
@@ -103,4 +154,7 @@ def test_plots_a_real_simulation():
     drawn = {line.get_label(): line.get_ydata() for line in ax.get_lines()}
     e = np.asarray(sol.energy)
     drift = np.abs(e - e[0])
-    np.testing.assert_allclose(drawn["$|E_L(t) - E_L(t_0)|$"], np.where(drift > 0, drift, np.nan))
+    floor = np.finfo(float).eps * max(1.0, abs(e[0]))
+    np.testing.assert_allclose(
+        drawn["$|E_L(t) - E_L(t_0)|$ (energy drift)"], np.maximum(drift, floor)
+    )

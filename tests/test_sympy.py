@@ -1,5 +1,7 @@
 """The SymPy bridge: systems derived symbolically agree with the model library's."""
 
+import re
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -168,3 +170,61 @@ def test_force_and_known_work_match_hand_written():
     np.testing.assert_allclose(
         gm.constraint_force(sym, s), gm.constraint_force(hand, s), rtol=1e-12
     )
+
+
+# -- bad input is rejected when the system is built, naming the problem ---------------------------
+
+X, Y, VX, VY, K = sp.symbols("x y v_x v_y k")
+FREE = (VX**2 + VY**2) / 2
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        (dict(lagrangian=FREE - sp.besselj(0, X)), "besselj, which SymPy's JAX printer"),
+        (dict(constraints=[VX - sp.LambertW(Y) * VY]), "LambertW"),
+        (dict(lagrangian=FREE - sp.Function("U")(X)), "undefined function(s) U"),
+        (dict(lagrangian=FREE + sp.I * X), "imaginary unit"),
+        (dict(force=[sp.I * VX, 0]), "imaginary unit"),
+        (dict(lagrangian=FREE + X / sp.Integer(0)), "infinite or undefined"),
+        (dict(coordinates=[X, X], velocities=[VX, VY]), "coordinates contain x more than once"),
+        (dict(velocities=[VX, VX]), "velocities contain v_x more than once"),
+        (dict(velocities=[X, VY]), "velocities x are also coordinates"),
+        (
+            dict(lagrangian=FREE - K * X**2, parameters={X: 1.0, K: 2.0}),
+            "parameter x is a coordinate",
+        ),
+        (
+            dict(lagrangian=FREE - K * X**2, parameters={VY: 1.0, K: 2.0}),
+            "parameter v_y is a velocity",
+        ),
+        (dict(lagrangian=FREE - K * X**2, parameters={K: float("nan")}), "finite number"),
+        (dict(lagrangian=FREE - K * X**2, parameters={K: Y}), "finite number"),
+    ],
+)
+def test_bad_expressions_are_rejected(kwargs, fragment):
+    args = dict(lagrangian=FREE, coordinates=[X, Y], velocities=[VX, VY]) | kwargs
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        gm.from_sympy(
+            args.pop("lagrangian"), args.pop("coordinates"), args.pop("velocities"), **args
+        )
+
+
+def test_time_as_a_parameter_is_rejected():
+    t = me.dynamicsymbols._t
+    x = me.dynamicsymbols("x")
+    with pytest.raises(ValueError, match="is the time"):
+        gm.from_sympy(x.diff(t) ** 2 / 2 - t * x, [x], parameters={t: 1.0})
+
+
+@pytest.mark.parametrize(
+    "U",
+    [sp.erf(X), sp.gamma(1 + X**2), sp.atan2(Y, 1 + X**2), sp.Abs(X) * Y, sp.Max(X, Y), sp.cosh(X)],
+    ids=str,
+)
+def test_supported_functions_compile_and_match_sympy(U):
+    """Functions the JAX printer knows build and evaluate to SymPy's own numbers."""
+    system = gm.from_sympy(FREE - U, [X, Y], [VX, VY])
+    q, v = jnp.array([0.3, -0.7]), jnp.array([0.2, 0.5])
+    expected = float((FREE - U).subs({X: 0.3, Y: -0.7, VX: 0.2, VY: 0.5}).evalf())
+    np.testing.assert_allclose(system.lagrangian(q, v), expected, rtol=1e-12)

@@ -1,8 +1,11 @@
-"""Ready-made systems from the seeds. Each model is an `eqx.Module` whose fields are its parameters;
-`model.system()` (or `model()`) returns the `LagrangianSystem` and `model.initial_state()` a consistent
-`State` on the constraint manifold at `model.t0`. `MODELS` maps registry names to the classes."""
+"""Ready-made systems from the seeds. Each model is a `gm.models.AbstractModel` (an `eqx.Module`)
+whose fields are its parameters; `model.system()` (or `model()`) returns the `LagrangianSystem` and
+`model.initial_state()` a consistent `State` on the constraint manifold at `model.t0`. `MODELS` maps
+registry names to the classes."""
 
 from ._appell import AppellHamel as AppellHamel
+from ._base import AbstractModel as AbstractModel
+from ._base import AbstractSymmetricModel as AbstractSymmetricModel
 from ._pendulum import (
     CartesianPendulum as CartesianPendulum,
 )

@@ -2,13 +2,13 @@
 
 from typing import ClassVar
 
-import equinox as eqx
 import jax.numpy as jnp
 
 from .._bundle import State
 from .._constraint import Constraint
 from .._symmetry import LieAlgebraAction
 from .._system import LagrangianSystem
+from ._base import AbstractSymmetricModel
 from ._pendulum import z_rotation_generator
 
 
@@ -24,7 +24,7 @@ def _safe_norm(x):
     return jnp.where(pos, jnp.sqrt(jnp.where(pos, s, 1.0)), 0.0)
 
 
-class AppellHamel(eqx.Module):
+class AppellHamel(AbstractSymmetricModel):
     """A particle of mass $m$ in gravity with the constraint $\\dot z + a\\sqrt{\\dot x^2 + \\dot y^2} = 0$
     (Appell–Hamel type, nonlinear in the velocities), imposed by Četaev's rule ($\\mathcal W = \\mathcal D$).
 
@@ -43,8 +43,10 @@ class AppellHamel(eqx.Module):
         "particle with the nonlinear constraint zdot + a |(xdot, ydot)| = 0 (Appell–Hamel type)"
     )
     coordinates: ClassVar[tuple[str, ...]] = ("x", "y", "z")
-    t0: ClassVar[float] = 0.0
-    t1: ClassVar[float] = 2.0
+    units: ClassVar[tuple[str, ...]] = ("m", "m", "m")
+    time_unit: ClassVar[str] = "s"
+    path_coordinates: ClassVar[tuple[int, int] | None] = None
+    time_span: ClassVar[tuple[float, float]] = (0.0, 2.0)
 
     def lagrangian(self, q, v):
         return 0.5 * self.m * (v @ v) - self.m * self.g * q[2]
@@ -54,9 +56,6 @@ class AppellHamel(eqx.Module):
 
     def system(self) -> LagrangianSystem:
         return LagrangianSystem(self.lagrangian, constraint=Constraint(self.phi))
-
-    def __call__(self) -> LagrangianSystem:
-        return self.system()
 
     def action(self) -> LieAlgebraAction:
         """$SE(2)$ acting on $(x, y)$ (horizontal translations and rotations about the $z$ axis)."""

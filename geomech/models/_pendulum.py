@@ -9,6 +9,7 @@ from .._bundle import State
 from .._constraint import HolonomicConstraint, LinearConstraint
 from .._symmetry import LieAlgebraAction
 from .._system import LagrangianSystem
+from ._base import AbstractModel, AbstractSymmetricModel
 
 
 def z_rotation_generator(q):
@@ -29,7 +30,7 @@ def _planar_velocities(lengths, angles, rates):
     )
 
 
-class CartesianPendulum(eqx.Module):
+class CartesianPendulum(AbstractModel):
     """Seed 001 §1.1: a point mass $m$ on a massless rod of length $l$, in Cartesian $(x, y)$.
 
     Axes as in seed 001: $x$ points **down**, gravity is $+g\\hat x$, so $L = \\tfrac12 m|v|^2 + m g x$.
@@ -46,8 +47,10 @@ class CartesianPendulum(eqx.Module):
 
     description: ClassVar[str] = "simple pendulum in Cartesian (x, y), x down (seed 001 §1.1, §3.1)"
     coordinates: ClassVar[tuple[str, ...]] = ("x", "y")
-    t0: ClassVar[float] = 0.0
-    t1: ClassVar[float] = 10.0
+    units: ClassVar[tuple[str, ...]] = ("m", "m")
+    time_unit: ClassVar[str] = "s"
+    path_coordinates: ClassVar[tuple[int, int] | None] = None
+    time_span: ClassVar[tuple[float, float]] = (0.0, 10.0)
 
     def lagrangian(self, q, v):
         return 0.5 * self.m * (v @ v) + self.m * self.g * q[0]
@@ -71,9 +74,6 @@ class CartesianPendulum(eqx.Module):
             raise ValueError(f"form must be 'holonomic' or 'linear', got {self.form!r}.")
         return LagrangianSystem(self.lagrangian, constraint=c)
 
-    def __call__(self) -> LagrangianSystem:
-        return self.system()
-
     def initial_state(self, angle=0.5, rate=1.0) -> State:
         """The bob at `angle` from the downward vertical, turning at `rate`."""
         l = jnp.atleast_1d(jnp.asarray(self.l, float))
@@ -81,7 +81,7 @@ class CartesianPendulum(eqx.Module):
         return State(_planar_positions(l, a)[0], _planar_velocities(l, a, w)[0])
 
 
-class PolarPendulum(eqx.Module):
+class PolarPendulum(AbstractModel):
     """Seed 001 §3.2: the simple pendulum in polar $(\\rho, \\varphi)$ with the constraint $\\rho = l$.
 
     $\\varphi$ is measured from the downward vertical; $L = \\tfrac12 m(\\dot\\rho^2 + \\rho^2\\dot\\varphi^2)
@@ -95,8 +95,10 @@ class PolarPendulum(eqx.Module):
 
     description: ClassVar[str] = "simple pendulum in polar (rho, phi) with rho = l (seed 001 §3.2)"
     coordinates: ClassVar[tuple[str, ...]] = ("rho", "phi")
-    t0: ClassVar[float] = 0.0
-    t1: ClassVar[float] = 10.0
+    units: ClassVar[tuple[str, ...]] = ("m", "rad")
+    time_unit: ClassVar[str] = "s"
+    path_coordinates: ClassVar[tuple[int, int] | None] = None
+    time_span: ClassVar[tuple[float, float]] = (0.0, 10.0)
 
     def lagrangian(self, q, v):
         rho, phi = q
@@ -110,9 +112,6 @@ class PolarPendulum(eqx.Module):
     def system(self) -> LagrangianSystem:
         return LagrangianSystem(self.lagrangian, constraint=HolonomicConstraint(self.h))
 
-    def __call__(self) -> LagrangianSystem:
-        return self.system()
-
     def initial_state(self, angle=0.5, rate=1.0) -> State:
         return State(
             jnp.stack([jnp.asarray(self.l, float), jnp.asarray(angle, float)]),
@@ -120,7 +119,7 @@ class PolarPendulum(eqx.Module):
         )
 
 
-class PlanarChain(eqx.Module):
+class PlanarChain(AbstractModel):
     """An $N$-link planar pendulum chain in Cartesian coordinates (seed 001 §3.3 generalized).
 
     Coordinates $q = (x_1, y_1, \\dots, x_N, y_N)$ of the $N$ bobs, $x$ pointing **down**, gravity
@@ -139,8 +138,9 @@ class PlanarChain(eqx.Module):
     description: ClassVar[str] = (
         "N-link planar pendulum chain in Cartesian coordinates, x down (seed 001 §3.3)"
     )
-    t0: ClassVar[float] = 0.0
-    t1: ClassVar[float] = 10.0
+    time_unit: ClassVar[str] = "s"
+    path_coordinates: ClassVar[tuple[int, int] | None] = None
+    time_span: ClassVar[tuple[float, float]] = (0.0, 10.0)
 
     def __init__(self, N: int = 3, masses=None, lengths=None, g=9.81):
         if not (isinstance(N, int) and N >= 1):
@@ -159,6 +159,10 @@ class PlanarChain(eqx.Module):
     def coordinates(self) -> tuple[str, ...]:
         return tuple(f"{c}{i}" for i in range(1, self.N + 1) for c in "xy")
 
+    @property
+    def units(self) -> tuple[str, ...]:
+        return ("m",) * (2 * self.N)
+
     def lagrangian(self, q, v):
         x, vv = q.reshape(-1, 2), v.reshape(-1, 2)
         return 0.5 * jnp.sum(self.masses * jnp.sum(vv**2, -1)) + self.g * jnp.sum(
@@ -173,9 +177,6 @@ class PlanarChain(eqx.Module):
     def system(self) -> LagrangianSystem:
         return LagrangianSystem(self.lagrangian, constraint=HolonomicConstraint(self.h))
 
-    def __call__(self) -> LagrangianSystem:
-        return self.system()
-
     def initial_state(self, angles=None, rates=None) -> State:
         """Link $i$ at angle `angles[i]` from the downward vertical turning at `rates[i]`
         (default: a bent chain, each link 0.3 rad further out, with rates alternating ±1)."""
@@ -188,7 +189,7 @@ class PlanarChain(eqx.Module):
         )
 
 
-class DoublePendulum(eqx.Module):
+class DoublePendulum(AbstractModel):
     """Seed 001 §3.3: the double pendulum in Cartesian $(x_1, y_1, x_2, y_2)$, $x$ down.
 
     $L$ (85), constraints (86) halved so that the rows are (87) and the multipliers are those of (91):
@@ -203,8 +204,10 @@ class DoublePendulum(eqx.Module):
 
     description: ClassVar[str] = "double pendulum in Cartesian coordinates, x down (seed 001 §3.3)"
     coordinates: ClassVar[tuple[str, ...]] = ("x1", "y1", "x2", "y2")
-    t0: ClassVar[float] = 0.0
-    t1: ClassVar[float] = 10.0
+    units: ClassVar[tuple[str, ...]] = ("m", "m", "m", "m")
+    time_unit: ClassVar[str] = "s"
+    path_coordinates: ClassVar[tuple[int, int] | None] = None
+    time_span: ClassVar[tuple[float, float]] = (0.0, 10.0)
 
     def chain(self) -> PlanarChain:
         return PlanarChain(
@@ -217,14 +220,11 @@ class DoublePendulum(eqx.Module):
     def system(self) -> LagrangianSystem:
         return self.chain().system()
 
-    def __call__(self) -> LagrangianSystem:
-        return self.system()
-
     def initial_state(self, angles=(0.5, 1.0), rates=(0.0, 1.0)) -> State:
         return self.chain().initial_state(angles, rates)
 
 
-class SphericalPendulum(eqx.Module):
+class SphericalPendulum(AbstractSymmetricModel):
     """A particle of mass $m$ on a sphere of radius $R$ (the spherical pendulum), Cartesian $(x, y, z)$.
 
     $z$ points **up**, gravity $-g\\hat z$: $L = \\tfrac12 m|v|^2 - m g z$, $h = \\tfrac12(|q|^2 - R^2)$,
@@ -240,8 +240,10 @@ class SphericalPendulum(eqx.Module):
         "particle on a sphere (spherical pendulum), Cartesian (x, y, z), z up"
     )
     coordinates: ClassVar[tuple[str, ...]] = ("x", "y", "z")
-    t0: ClassVar[float] = 0.0
-    t1: ClassVar[float] = 10.0
+    units: ClassVar[tuple[str, ...]] = ("m", "m", "m")
+    time_unit: ClassVar[str] = "s"
+    path_coordinates: ClassVar[tuple[int, int] | None] = (0, 1)
+    time_span: ClassVar[tuple[float, float]] = (0.0, 10.0)
 
     def lagrangian(self, q, v):
         return 0.5 * self.m * (v @ v) - self.m * self.g * q[2]
@@ -251,9 +253,6 @@ class SphericalPendulum(eqx.Module):
 
     def system(self) -> LagrangianSystem:
         return LagrangianSystem(self.lagrangian, constraint=HolonomicConstraint(self.h))
-
-    def __call__(self) -> LagrangianSystem:
-        return self.system()
 
     def action(self) -> LieAlgebraAction:
         """Rotations about the vertical $z$ axis, leaving $L$ and the sphere invariant."""

@@ -2,15 +2,15 @@
 
 from typing import ClassVar
 
-import equinox as eqx
 import jax.numpy as jnp
 
 from .._bundle import State
 from .._constraint import HolonomicConstraint, LinearConstraint
 from .._system import LagrangianSystem
+from ._base import AbstractModel
 
 
-class BeadOnRotatingWire(eqx.Module):
+class BeadOnRotatingWire(AbstractModel):
     """Seed 001 §5.4: a bead of mass $m$ sliding on a straight wire through the fixed point $A$ (the
     origin), at angle $\\theta_0$ from the vertical, turning about the vertical at constant $\\omega$.
 
@@ -35,8 +35,10 @@ class BeadOnRotatingWire(eqx.Module):
         "bead on a wire rotating about the vertical, rheonomic (seed 001 §5.4)"
     )
     coordinates: ClassVar[tuple[str, ...]] = ("x", "y", "z")
-    t0: ClassVar[float] = 0.0
-    t1: ClassVar[float] = 1.0
+    units: ClassVar[tuple[str, ...]] = ("m", "m", "m")
+    time_unit: ClassVar[str] = "s"
+    path_coordinates: ClassVar[tuple[int, int] | None] = (0, 1)
+    time_span: ClassVar[tuple[float, float]] = (0.0, 1.0)
 
     def frame(self, t):
         """$(\\hat e, \\hat\\theta, \\hat\\varphi)$ of the wire at time $t$ (spherical unit vectors)."""
@@ -58,9 +60,6 @@ class BeadOnRotatingWire(eqx.Module):
         return LagrangianSystem(
             self.lagrangian, constraint=HolonomicConstraint(self.h), time_dependent=True
         )
-
-    def __call__(self) -> LagrangianSystem:
-        return self.system()
 
     def initial_state(self, r0=1.0, rdot0=0.0) -> State:
         e, _, ph = self.frame(jnp.asarray(0.0))
@@ -95,7 +94,7 @@ class BeadOnRotatingWire(eqx.Module):
         return F_theta * th + F_phi * ph
 
 
-class Pursuit(eqx.Module):
+class Pursuit(AbstractModel):
     """Seed 001 §6.1: a particle whose velocity always points at $Q = (0, ut)$ (the pursuit problem).
 
     $q = (x, y)$, $L = \\tfrac12 m|v|^2$ (168); the time-dependent nonholonomic constraint is
@@ -114,8 +113,10 @@ class Pursuit(eqx.Module):
         "pursuit problem: velocity aimed at Q = (0, u t), time-dependent nonholonomic (seed 001 §6.1)"
     )
     coordinates: ClassVar[tuple[str, ...]] = ("x", "y")
-    t0: ClassVar[float] = 0.0
-    t1: ClassVar[float] = 1.0
+    units: ClassVar[tuple[str, ...]] = ("", "")
+    time_unit: ClassVar[str] = ""
+    path_coordinates: ClassVar[tuple[int, int] | None] = (0, 1)
+    time_span: ClassVar[tuple[float, float]] = (0.0, 1.0)
 
     def lagrangian(self, t, q, v):
         return 0.5 * self.m * (v @ v)  # (168)
@@ -127,9 +128,6 @@ class Pursuit(eqx.Module):
         return LagrangianSystem(
             self.lagrangian, constraint=LinearConstraint(self.row), time_dependent=True
         )
-
-    def __call__(self) -> LagrangianSystem:
-        return self.system()
 
     def initial_state(self) -> State:
         z = 0.0 * jnp.asarray(self.a, float)

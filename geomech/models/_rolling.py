@@ -2,7 +2,6 @@
 
 from typing import ClassVar
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -10,6 +9,7 @@ from .._bundle import State
 from .._constraint import LinearConstraint
 from .._symmetry import LieAlgebraAction
 from .._system import LagrangianSystem
+from ._base import AbstractModel, AbstractSymmetricModel
 
 
 def _planar_euclidean_generators(q):
@@ -26,7 +26,7 @@ def _disk_generators(q):
     )
 
 
-class ChaplyginSleigh(eqx.Module):
+class ChaplyginSleigh(AbstractSymmetricModel):
     """Seed 004 Ex. 7.1/7.7: two particles of mass $m$ joined by a massless rod of length $l$, with a
     knife edge at $A$ (the Chaplygin sleigh), on a smooth horizontal plane.
 
@@ -49,8 +49,10 @@ class ChaplyginSleigh(eqx.Module):
         "knife-edge (Chaplygin) sleigh, two masses on a rod (seed 004 Ex. 7.1/7.7)"
     )
     coordinates: ClassVar[tuple[str, ...]] = ("x", "y", "theta")
-    t0: ClassVar[float] = 0.0
-    t1: ClassVar[float] = 10.0
+    units: ClassVar[tuple[str, ...]] = ("", "", "rad")
+    time_unit: ClassVar[str] = ""
+    path_coordinates: ClassVar[tuple[int, int] | None] = (0, 1)
+    time_span: ClassVar[tuple[float, float]] = (0.0, 10.0)
 
     def lagrangian(self, q, v):
         return self.m * (v[0] ** 2 + v[1] ** 2) + 0.25 * self.m * self.l**2 * v[2] ** 2
@@ -61,9 +63,6 @@ class ChaplyginSleigh(eqx.Module):
 
     def system(self) -> LagrangianSystem:
         return LagrangianSystem(self.lagrangian, constraint=LinearConstraint(self.row))
-
-    def __call__(self) -> LagrangianSystem:
-        return self.system()
 
     def action(self) -> LieAlgebraAction:
         """$SE(2)$ (translations of the plane, rotations about the origin), leaving $L$ invariant."""
@@ -96,7 +95,7 @@ class ChaplyginSleigh(eqx.Module):
         return u, omega, theta, self.m * u * omega
 
 
-class RollingDisk(eqx.Module):
+class RollingDisk(AbstractSymmetricModel):
     """A disk (radius $R$, mass $m$) rolling without slipping on the horizontal plane $z = 0$.
 
     $q = (x, y, \\varphi, \\theta, \\psi)$: contact point $(x, y)$, yaw $\\varphi$ (the rolling direction is
@@ -122,8 +121,10 @@ class RollingDisk(eqx.Module):
         "disk rolling without slipping on a plane: (x, y, yaw, lean, spin), 2 nonholonomic constraints"
     )
     coordinates: ClassVar[tuple[str, ...]] = ("x", "y", "phi", "theta", "psi")
-    t0: ClassVar[float] = 0.0
-    t1: ClassVar[float] = 10.0
+    units: ClassVar[tuple[str, ...]] = ("m", "m", "rad", "rad", "rad")
+    time_unit: ClassVar[str] = "s"
+    path_coordinates: ClassVar[tuple[int, int] | None] = (0, 1)
+    time_span: ClassVar[tuple[float, float]] = (0.0, 10.0)
 
     def inertia(self):
         A = 0.25 * self.m * self.R**2 if self.A is None else self.A
@@ -167,9 +168,6 @@ class RollingDisk(eqx.Module):
     def system(self) -> LagrangianSystem:
         return LagrangianSystem(self.lagrangian, constraint=LinearConstraint(self.rows))
 
-    def __call__(self) -> LagrangianSystem:
-        return self.system()
-
     def action(self) -> LieAlgebraAction:
         """$SE(2) \\times S^1$: planar motions of $(x, y, \\varphi)$ and spin shifts; $L$ is invariant."""
         return LieAlgebraAction(_disk_generators)
@@ -183,7 +181,7 @@ class RollingDisk(eqx.Module):
         return State(q, v)
 
 
-class RollingHoop(eqx.Module):
+class RollingHoop(AbstractModel):
     """Seed 004 Ex. 7.6: a hoop (radius $r$, mass $m$) rolling without slipping down a line inclined at $\\alpha$.
 
     $q = (x, \\theta)$, $x$ measured **down** the incline. $L = \\tfrac12 m\\dot x^2 + \\tfrac12 m r^2\\dot\\theta^2
@@ -202,8 +200,10 @@ class RollingHoop(eqx.Module):
         "hoop rolling down an incline, rolling kept as a constraint (seed 004 Ex. 7.6)"
     )
     coordinates: ClassVar[tuple[str, ...]] = ("x", "theta")
-    t0: ClassVar[float] = 0.0
-    t1: ClassVar[float] = 2.0
+    units: ClassVar[tuple[str, ...]] = ("m", "rad")
+    time_unit: ClassVar[str] = "s"
+    path_coordinates: ClassVar[tuple[int, int] | None] = None
+    time_span: ClassVar[tuple[float, float]] = (0.0, 2.0)
 
     def lagrangian(self, q, v):
         return 0.5 * self.m * (v[0] ** 2 + self.r**2 * v[1] ** 2) + self.m * self.g * q[
@@ -215,9 +215,6 @@ class RollingHoop(eqx.Module):
 
     def system(self) -> LagrangianSystem:
         return LagrangianSystem(self.lagrangian, constraint=LinearConstraint(self.row))
-
-    def __call__(self) -> LagrangianSystem:
-        return self.system()
 
     def initial_state(self, speed=0.5) -> State:
         z = jnp.zeros(())

@@ -1,18 +1,18 @@
 from typing import ClassVar
 
-import equinox as eqx
 import jax.numpy as jnp
 
 from .._bundle import State
 from .._constraint import LinearConstraint, Subspace
 from .._system import LagrangianSystem
+from ._base import AbstractModel
 
 
 def _default_A(q):
     return 0.3 + 0.2 * jnp.sin(q[0]) + 0.1 * jnp.cos(q[1])
 
 
-class ThesisExample2(eqx.Module):
+class ThesisExample2(AbstractModel):
     """Thesis Example 2 (§3.2): two equal charges $e$ on a line joined by a spring, with the
     generalized nonholonomic constraint $A(q)\\,\\dot q^1 = \\dot q^2$ imposed by a uniform field $E(t)$.
 
@@ -37,8 +37,10 @@ class ThesisExample2(eqx.Module):
         "thesis Example 2: charges on a line, generalized constraint with W != D"
     )
     coordinates: ClassVar[tuple[str, ...]] = ("q1", "q2")
-    t0: ClassVar[float] = 0.0
-    t1: ClassVar[float] = 5.0
+    units: ClassVar[tuple[str, ...]] = ("", "")
+    time_unit: ClassVar[str] = ""
+    path_coordinates: ClassVar[tuple[int, int] | None] = None
+    time_span: ClassVar[tuple[float, float]] = (0.0, 5.0)
 
     def lagrangian(self, q, v):
         r = q[1] - q[0]
@@ -59,9 +61,6 @@ class ThesisExample2(eqx.Module):
             constraint=LinearConstraint(self.constraint_row),
             work_space=Subspace(annihilator=self.W_annihilator),
         )
-
-    def __call__(self) -> LagrangianSystem:
-        return self.system()
 
     def initial_state(self, q=(0.0, 1.2), v1=0.5) -> State:
         """Charges at `q` with $\\dot q^1 = $ `v1` and $\\dot q^2 = A(q)\\dot q^1$ (on $\\mathcal C$)."""

@@ -1,0 +1,89 @@
+"""The value conditions on a state, as small pure functions: one definition of each tolerance.
+
+`gm.validate` (which collects every problem at a state), the `eqx.error_if` checks of `assemble`
+and the on-$\\mathcal{C}$ check of `simulate` all call these. Each condition is a *margin*
+`(value, tolerance)` that holds when `value > tolerance`, or a *residual* that holds when
+`value <= tolerance`; both comparisons are written so that NaN fails (`NaN > x` and
+`NaN <= x` are both false).
+"""
+
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float
+
+from . import _linalg as la
+from ._linalg import min_singular_value, rank_tolerance, unit_rows
+
+Margin = tuple[Float[Array, ""], Float[Array, ""]]
+
+# What each failed condition means and how to fix it (shared by `validate` and the runtime errors).
+MASS_MATRIX = (
+    "the mass matrix M = ∂²L/∂v∂v is not positive definite at this state (singular or "
+    "indefinite): L must be regular (2.6) with a positive kinetic energy in every velocity"
+)
+ADMISSIBILITY = (
+    "the constraints are not admissible (3.7): ∂φ/∂v has rank < k at this state; remove "
+    "redundant constraint rows or write the constraint so that its velocity Jacobian has full rank"
+)
+CONDITION_3_19 = (
+    "condition (3.19) T_qQ = D ⊕ W^⊥ fails at this state (A M⁻¹ Cᵀ is singular): the work "
+    "space W must have dim W = dim D and W^⊥ ∩ D = {0}; choose another W"
+)
+
+
+def holds(margin: Margin) -> Bool[Array, ""]:
+    """Whether a margin condition holds: `value > tolerance` (False for NaN)."""
+    value, tolerance = margin
+    return value > tolerance
+
+
+def within(value: Float[Array, ""], tolerance) -> Bool[Array, ""]:
+    """Whether a residual is small enough: `value <= tolerance` (False for NaN)."""
+    return value <= tolerance
+
+
+def mass_matrix_margin(M: Float[Array, "n n"], M_cho: Float[Array, "n n"]) -> Margin:
+    """Regularity of $L$ (2.6): $M = LL^\\top$ is positive definite iff every pivot of its
+    Cholesky factor is positive. Scale-free value: $\\min_i L_{ii}^2 / \\max_i |M_{ii}|$, NaN when
+    the factorization broke down (an indefinite $M$ takes the square root of a negative pivot)."""
+    d = jnp.diagonal(M_cho)
+    value = jnp.min(d) ** 2 / jnp.max(jnp.abs(jnp.diagonal(M)))
+    value = jnp.where(jnp.all(jnp.isfinite(M_cho)), value, jnp.nan)
+    return value, jnp.asarray(rank_tolerance(M.dtype, M.shape[0]), M.dtype)
+
+
+def full_row_rank_margin(X: Float[Array, "k n"]) -> Margin:
+    """Full row rank of `X`, scale-free: $\\sigma_{\\min}$ of `X` with unit rows."""
+    return min_singular_value(unit_rows(X)), jnp.asarray(
+        rank_tolerance(X.dtype, X.shape[1]), X.dtype
+    )
+
+
+def admissibility_margin(A: Float[Array, "k n"]) -> Margin:
+    """Admissibility (3.7): $\\operatorname{rank} \\partial\\phi/\\partial v = k$."""
+    return full_row_rank_margin(A)
+
+
+def condition_3_19_margin(
+    A: Float[Array, "k n"], C: Float[Array, "k n"], M_cho: Float[Array, "n n"]
+) -> Margin:
+    """Condition (3.19), $T_qQ = \\mathcal{D} \\oplus \\mathcal{W}^\\perp$, i.e. $AM^{-1}C^\\top$
+    invertible. Scale-free: $\\sigma_{\\min}(\\hat A \\hat C^\\top)$ with $\\hat A$, $\\hat C$
+    the unit rows of $AL^{-\\top}$, $CL^{-\\top}$ ($M = LL^\\top$)."""
+    whiten = lambda X: unit_rows(la.solve_lower(M_cho, X.T).T)
+    value = min_singular_value(whiten(A) @ whiten(C).T)
+    return value, jnp.asarray(rank_tolerance(A.dtype, A.shape[1]), A.dtype)
+
+
+def constraint_tolerance(dtype) -> float:
+    """The tolerance of the on-$\\mathcal{C}$ check: `1e-8` in float64, `1e-4` in float32."""
+    return 1e-8 if jnp.dtype(dtype) == jnp.float64 else 1e-4
+
+
+def velocity_residual(phi: Float[Array, " k"], v: Float[Array, " n"]) -> Float[Array, ""]:
+    """$\\max|\\phi| / (1 + |v|_\\infty)$: the constraint residual relative to the speed."""
+    return jnp.max(jnp.abs(phi), initial=0.0) / (1.0 + jnp.max(jnp.abs(v)))
+
+
+def position_residual(h: Float[Array, " m"]) -> Float[Array, ""]:
+    """$\\max|h|$ of the holonomic constraints (zero without them)."""
+    return jnp.max(jnp.abs(h), initial=0.0)

@@ -1,0 +1,94 @@
+"""The `geomech` command: list the models, run and compare simulations, and a short demo.
+
+    geomech list
+    geomech run MODEL [--solver NAME] [--batch N] [--t1 T] [--param k=v ...] [--out DIR] ...
+    geomech compare MODEL [--states N] [--param k=v ...]
+    geomech demo
+
+float64 is enabled unless `--float32`. Parsing and every check of the arguments (`_parse`, the
+model catalog `_catalog`) import neither JAX nor the models, so `--help`, `list` and argument
+errors answer at once; a command that simulates imports them. Exit status: 0 success, 1 failed
+trajectories (or solvers that disagree, for `compare`), 2 bad input, with a one-line message and
+no traceback.
+"""
+
+import os
+import sys
+from collections.abc import Sequence
+
+from ._parse import EXIT_FAILED, EXIT_USER_ERROR, UsageError, model_info, parse_params, parser
+
+__all__ = ["EXIT_FAILED", "EXIT_USER_ERROR", "main"]
+
+
+def _check(args) -> None:
+    """Every check of the arguments that needs no JAX, before any command runs."""
+    from . import _catalog
+
+    if args.command in ("run", "compare"):
+        info = model_info(_catalog.load(), args.model)
+        args.params = parse_params(args.model, info, args.param)
+    if args.command == "run" and args.out is not None:
+        from ._output import prepare
+
+        args.out_dir = prepare(args.out, args.overwrite)
+
+
+def _command(name: str):
+    if name == "list":
+        from ._catalog import cmd_list
+
+        return lambda args, argv: cmd_list(args)
+    if name == "run":
+        from ._run import cmd_run
+
+        return cmd_run
+    if name == "compare":
+        from ._compare import cmd_compare
+
+        return cmd_compare
+    from ._demo import cmd_demo
+
+    return cmd_demo
+
+
+def _one_line(e: BaseException) -> str:
+    for line in str(e).strip().splitlines():
+        line = line.strip()
+        if line and not line.startswith(("Traceback", "File ")):
+            return line
+    return type(e).__name__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `geomech` command with `argv` (default `sys.argv[1:]`); returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser().parse_args(argv)
+        _check(args)
+        if args.command != "list":
+            import jax
+
+            float32 = args.float32 or getattr(args, "float32_sub", False)
+            jax.config.update("jax_enable_x64", not float32)
+        return _command(args.command)(args, argv)
+    except UsageError as e:
+        print(f"geomech: error: {e}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except (ValueError, TypeError) as e:  # configuration errors raised by geomech before tracing
+        print(f"geomech: error: {_one_line(e)}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except BrokenPipeError:  # e.g. `geomech list | head`
+        return 0
+    except KeyboardInterrupt:
+        print("geomech: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a runtime failure (e.g. an error raised inside a compiled call)
+        if os.environ.get("GEOMECH_TRACEBACK"):
+            raise
+        print(
+            f"geomech: error: {type(e).__name__}: {_one_line(e)} "
+            "(set GEOMECH_TRACEBACK=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED

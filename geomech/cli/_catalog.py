@@ -1,0 +1,82 @@
+"""The model registry as data: what `geomech list` and the argument checks need, without JAX.
+
+`catalog.json` is generated from the model classes (`geomech.models.MODELS`) by
+`python -m geomech.cli._catalog`; `tests/test_cli.py` checks that it is up to date.
+"""
+
+import inspect
+import json
+import pathlib
+
+PATH = pathlib.Path(__file__).with_name("catalog.json")
+
+
+def load() -> dict[str, dict]:
+    """The catalog: registry name -> record (reads `catalog.json`; imports nothing heavy)."""
+    return json.loads(PATH.read_text(encoding="utf-8"))
+
+
+def parameters(cls) -> dict[str, object]:
+    """A model's command-line parameters and defaults: the keyword arguments of its constructor
+    with a number, string, boolean or `None` default (functions such as thesis Example 2's `A(q)`
+    are not settable from the command line)."""
+    out = {}
+    for name, p in inspect.signature(cls).parameters.items():
+        if p.default is None or isinstance(p.default, (bool, int, float, str)):
+            out[name] = p.default
+    return out
+
+
+def build() -> dict[str, dict]:
+    """The catalog computed from the model classes (imports JAX and the models)."""
+    import geomech.models as gmm
+
+    catalog = {}
+    for name, cls in gmm.MODELS.items():
+        model = cls()
+        system, y0 = model.system(), model.initial_state()
+        catalog[name] = {
+            "description": model.description,
+            "coordinates": list(model.coordinates),
+            "units": list(model.units),
+            "time_unit": model.time_unit,
+            "path_coordinates": None
+            if model.path_coordinates is None
+            else list(model.path_coordinates),
+            "time_span": [float(t) for t in model.time_span],
+            "parameters": parameters(cls),
+            "n": int(y0.q.shape[-1]),
+            "k": system.check_shapes(y0, model.t0),
+            "time_dependent": system.time_dependent,
+            "work_space": system.work_space is not None,
+        }
+    return catalog
+
+
+def dumps(catalog: dict) -> str:
+    return json.dumps(catalog, indent=2, ensure_ascii=False) + "\n"
+
+
+def cmd_list(args) -> int:
+    """`geomech list`: every model, its coordinates (with units), constraints and parameters."""
+    for name, info in load().items():
+        units = [f" [{u}]" if u else "" for u in info["units"]]
+        coordinates = ", ".join(c + u for c, u in zip(info["coordinates"], units, strict=True))
+        kind = "time-dependent, " if info["time_dependent"] else ""
+        ws = ", W ≠ D" if info["work_space"] else ""
+        params = ", ".join(f"{k}={v}" for k, v in info["parameters"].items())
+        t0, t1 = info["time_span"]
+        print(f"{name}: {info['description']}")
+        print(
+            f"    q = ({coordinates}); {kind}k = {info['k']} constraints{ws}; t in [{t0:g}, {t1:g}]"
+        )
+        print(f"    parameters: {params or '(none)'}")
+    return 0
+
+
+if __name__ == "__main__":
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    PATH.write_text(dumps(build()), encoding="utf-8")
+    print(f"wrote {PATH}")

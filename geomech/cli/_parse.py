@@ -1,0 +1,159 @@
+"""The command line: argument parsing and every check that needs no JAX.
+
+Everything here runs before JAX, diffrax or the models are imported, so `geomech --help`,
+`geomech list` and mistakes in the arguments answer at once.
+"""
+
+import argparse
+import math
+from collections.abc import Sequence
+
+EXIT_USER_ERROR = 2
+EXIT_FAILED = 1
+
+SOLVERS = (
+    "projection",
+    "gauss",
+    "gibbs-appell",
+    "gibbs-appell-d",
+    "kane",
+    "multipliers",
+    "momentum",
+)
+
+
+class UsageError(Exception):
+    """A mistake in the command line or the model's set-up; reported as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def _number(kind, low=None, *, strict=False, name="value"):
+    """An argparse type: a finite `kind` (int or float) with `value >= low` (`> low` if strict)."""
+
+    def convert(raw: str):
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"needs {'an integer' if kind is int else 'a number'}, got {raw!r}"
+            ) from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"needs a finite number, got {raw!r}")
+        if low is not None and (value <= low if strict else value < low):
+            raise argparse.ArgumentTypeError(
+                f"must be {'>' if strict else '>='} {low:g}, got {raw}"
+            )
+        return value
+
+    convert.__name__ = name
+    return convert
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="geomech",
+        description="Constrained Lagrangian mechanics in JAX: simulate the library's models.",
+        epilog="Exit status: 0 success, 1 failed trajectories, 2 bad input.",
+    )
+    p.add_argument("--float32", action="store_true", help="use float32 (default float64)")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    sub.add_parser("list", help="the models, their coordinates, constraints and parameters")
+
+    params = dict(
+        action="append", default=[], metavar="k=v", help="set a model parameter (repeatable)"
+    )
+    r = sub.add_parser("run", help="simulate a model once, print a summary, write plots and data")
+    r.add_argument("model")
+    r.add_argument("--solver", default="projection", choices=SOLVERS)
+    r.add_argument("--batch", type=_number(int, 1), default=1, help="trajectories (ensemble)")
+    r.add_argument(
+        "--t1", type=_number(float), default=None, help="end time (default: the model's)"
+    )
+    r.add_argument("--param", **params)
+    r.add_argument(
+        "--out", default=None, help="directory for data (.npz, .csv, summary.json) and plots"
+    )
+    r.add_argument("--overwrite", action="store_true", help="replace an earlier run in --out")
+    r.add_argument("--points", type=_number(int, 2), default=201, help="saved time points (>= 2)")
+    r.add_argument("--rtol", type=_number(float, 0, strict=True), default=None, help="> 0")
+    r.add_argument("--atol", type=_number(float, 0, strict=True), default=None, help="> 0")
+    r.add_argument("--max-steps", type=_number(int, 1), default=100_000, help="per trajectory")
+    r.add_argument(
+        "--max-output-mb",
+        type=_number(float, 0, strict=True),
+        default=2048.0,
+        help="refuse a run whose saved output would exceed this (default 2048 MB)",
+    )
+    r.add_argument("--seed", type=_number(int, 0), default=0, help="ensemble initial states")
+    r.add_argument(
+        "--repeat",
+        type=_number(int, 0),
+        default=0,
+        help="run the compiled simulation N more times for a steady-state rate",
+    )
+    r.add_argument("--progress", action="store_true", help="show a progress bar")
+    r.add_argument("--float32", action="store_true", dest="float32_sub", help=argparse.SUPPRESS)
+
+    c = sub.add_parser("compare", help="every solver side by side, with the largest disagreement")
+    c.add_argument("model")
+    c.add_argument("--param", **params)
+    c.add_argument("--states", type=_number(int, 1), default=32, help="random states on C (>= 1)")
+    c.add_argument("--seed", type=_number(int, 0), default=0)
+    c.add_argument(
+        "--tol",
+        type=_number(float, 0, strict=True),
+        default=1e-8,
+        help="exit 1 if the disagreement exceeds this",
+    )
+    c.add_argument("--float32", action="store_true", dest="float32_sub", help=argparse.SUPPRESS)
+
+    sub.add_parser("demo", help="a short tour")
+    return p
+
+
+def _parse_value(key: str, default, raw: str):
+    """A parameter value of the default's type (a number, or a comma list, where it is `None`)."""
+    kind = "number" if default is None else type(default).__name__
+    try:
+        if isinstance(default, str):
+            return raw
+        if isinstance(default, bool):
+            return {"true": True, "false": False}[raw.lower()]
+        if isinstance(default, int):
+            return int(raw)
+        values = [float(x) for x in raw.split(",")]
+        if default is not None and len(values) != 1:
+            raise ValueError
+    except (KeyError, ValueError):
+        raise UsageError(f"parameter {key} needs a {kind} value, got {raw!r}.") from None
+    if not all(math.isfinite(x) for x in values):
+        raise UsageError(f"parameter {key} needs finite values, got {raw!r}.")
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def parse_params(name: str, info: dict, items: Sequence[str]) -> dict:
+    """`--param k=v` items checked against the model's parameters (from the catalog)."""
+    defaults = info["parameters"]
+    out = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--param takes key=value, got {item!r}.")
+        if key not in defaults:
+            valid = ", ".join(defaults) or "(none)"
+            raise UsageError(f"model {name} has no parameter {key!r}; its parameters are: {valid}.")
+        out[key] = _parse_value(key, defaults[key], raw)
+    return out
+
+
+def model_info(catalog: dict, name: str) -> dict:
+    if name not in catalog:
+        raise UsageError(
+            f"unknown model {name!r}; choose one of: {', '.join(catalog)} (`geomech list`)."
+        )
+    return catalog[name]

@@ -1,0 +1,142 @@
+"""A model built from the command line and checked at its initial state with `gm.validate`."""
+
+import dataclasses
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import geomech as gm
+import geomech.models as gmm
+
+from ._parse import UsageError
+
+_GREEK = {"alpha", "beta", "theta", "phi", "psi", "rho", "omega", "varphi", "chi", "eta"}
+
+
+def pretty(name: str) -> str:
+    """A coordinate name for plots: Greek letters and trailing indices in mathtext."""
+    stem = name.rstrip("0123456789")
+    index = name[len(stem) :]
+    base = f"\\{stem}" if stem in _GREEK else stem
+    return f"${base}_{{{index}}}$" if index else f"${base}$"
+
+
+def fmt_params(params: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items()) or "the default parameters"
+
+
+def first_line(e: BaseException) -> str:
+    for line in str(e).strip().splitlines():
+        line = line.strip()
+        if line and not line.startswith(("Traceback", "File ")):
+            return line
+    return type(e).__name__
+
+
+@dataclasses.dataclass
+class Setup:
+    """A model with its parameters, system, initial state and what the outputs need to know."""
+
+    name: str
+    params: dict
+    model: gmm.AbstractModel
+    system: gm.LagrangianSystem
+    y0: gm.State
+    k: int
+
+    @property
+    def t0(self) -> float:
+        return float(self.model.t0)
+
+    @property
+    def n(self) -> int:
+        return self.y0.q.shape[-1]
+
+    @property
+    def dtype(self):
+        return self.y0.q.dtype
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.model.coordinates)
+
+
+def build(name: str, params: dict) -> Setup:
+    """Build model `name` with `params` and validate it at its initial state; a problem is a
+    `UsageError` listing every problem `gm.validate` found."""
+    what = f"{name} with {fmt_params(params)}"
+    try:
+        model = gmm.MODELS[name](**params)
+        system, y0 = model.system(), model.initial_state()
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"cannot build {what}: {first_line(e)}") from None
+    report = gm.validate(system, y0, model.t0)
+    if not report.ok:
+        raise UsageError(f"{what}: " + "; ".join(p.message for p in report.problems))
+    return Setup(name, params, model, system, y0, system.check_shapes(y0, model.t0))
+
+
+def solvers(setup: Setup) -> dict[str, gm.AbstractSolver]:
+    """Every solver applicable to the model, by command-line name (`_parse.SOLVERS`)."""
+    candidates = {
+        "projection": gm.Projection(),
+        "gauss": gm.Gauss(),
+        "gibbs-appell": gm.GibbsAppell(metric="W"),
+        "gibbs-appell-d": gm.GibbsAppell(metric="D"),
+        "kane": gm.Kane(),
+        "multipliers": gm.Multipliers(),
+    }
+    if isinstance(setup.model, gmm.AbstractSymmetricModel):
+        candidates["momentum"] = gm.NonholonomicMomentum(setup.model.action())
+    known_work = setup.system.known_work is not None
+    return {k: s for k, s in candidates.items() if not known_work or s.supports_known_work}
+
+
+def solver(setup: Setup, name: str) -> gm.AbstractSolver:
+    available = solvers(setup)
+    if name not in available:
+        raise UsageError(
+            f"solver {name} does not apply to {setup.name}; available: {', '.join(available)}."
+        )
+    return available[name]
+
+
+@eqx.filter_jit
+def _project(system, y, t):
+    return gm.project_to_constraints(system, y, t)
+
+
+def ensemble(setup: Setup, batch: int, seed: int, scale: float = 0.02) -> gm.State:
+    """`batch` states near the model's, projected onto $\\mathcal{C}$ (the first one exact)."""
+    if batch == 1:
+        return setup.y0
+    kq, kv = jax.random.split(jax.random.PRNGKey(seed))
+    noise = lambda key: scale * jax.random.normal(key, (batch, setup.n), setup.dtype).at[0].set(0.0)
+    y = gm.State(setup.y0.q + noise(kq), setup.y0.v + noise(kv))
+    return _project(setup.system, y, jnp.asarray(setup.t0, setup.dtype)) if setup.k else y
+
+
+@eqx.filter_jit
+def _power_terms(system, state, t):
+    st = gm.assemble(system, state, t, checks=False)
+    dLdt = jax.grad(lambda t_: system.L(t_, state.q, state.v))(st.t)
+    return st.C @ state.v, st.C, dLdt
+
+
+def conserves_energy(setup: Setup) -> bool:
+    """Whether $E_L$ is a conserved quantity, so that its change is numerical drift.
+
+    $dE_L/dt = F^c(v) + F^e(v) - \\partial_t L$ (from (2.9)) with $F^c = C^\\top\\lambda$, so
+    $E_L$ is conserved when there is no force or known work, $L$ does not depend on $t$, and
+    $C v = 0$ on $\\mathcal{C}$ (checked at the initial state). Moving constraints (rheonomic,
+    $\\partial_t h \\ne 0$, or affine, $A v + c = 0$) and $\\mathcal{W} \\ne \\mathcal{D}$ make
+    $C v \\ne 0$: the energy changes."""
+    system = setup.system
+    if system.force is not None or system.known_work is not None:
+        return False
+    Cv, C, dLdt = (np.asarray(x) for x in _power_terms(system, setup.y0, setup.t0))
+    scale = 1.0 + np.max(np.abs(C), initial=0.0) * np.max(np.abs(np.asarray(setup.y0.v)))
+    tol = 100 * np.finfo(setup.dtype).eps * scale
+    return bool(np.all(np.abs(Cv) <= tol) and abs(float(dLdt)) <= tol)

@@ -1,0 +1,61 @@
+"""The interface every ready-made model shares."""
+
+import abc
+
+import equinox as eqx
+
+from .._bundle import State
+from .._symmetry import LieAlgebraAction
+from .._system import LagrangianSystem
+
+
+class AbstractModel(eqx.Module):
+    """A ready-made system whose fields are its parameters.
+
+    `model.system()` (or `model()`) is the `LagrangianSystem`, `model.initial_state()` a state on
+    $\\mathcal{C}$ at `model.t0`. Class variables describe the model for the command line and plots:
+
+    - `description`: one line.
+    - `coordinates`: the names of the $n$ coordinates $q^i$.
+    - `units`: the unit of each coordinate (`""` where the model fixes none, e.g. a
+        non-dimensional length); `time_unit` likewise for $t$.
+    - `path_coordinates`: the indices `(i, j)` of the coordinate pair drawn as the path in
+        configuration space (e.g. the contact point $(x, y)$ of a rolling disk), or `None`.
+    - `time_span`: the default interval `(t0, t1)` of a simulation.
+    """
+
+    description: eqx.AbstractClassVar[str]
+    coordinates: eqx.AbstractClassVar[tuple[str, ...]]
+    units: eqx.AbstractClassVar[tuple[str, ...]]
+    time_unit: eqx.AbstractClassVar[str]
+    path_coordinates: eqx.AbstractClassVar[tuple[int, int] | None]
+    time_span: eqx.AbstractClassVar[tuple[float, float]]
+
+    @abc.abstractmethod
+    def system(self) -> LagrangianSystem:
+        """The `LagrangianSystem` with this model's parameters."""
+
+    @abc.abstractmethod
+    def initial_state(self) -> State:
+        """A state on the constraint manifold $\\mathcal{C}$ at `t0` (keyword arguments, where a
+        model takes them, choose it)."""
+
+    def __call__(self) -> LagrangianSystem:
+        return self.system()
+
+    @property
+    def t0(self) -> float:
+        return self.time_span[0]
+
+    @property
+    def t1(self) -> float:
+        return self.time_span[1]
+
+
+class AbstractSymmetricModel(AbstractModel):
+    """A model with a Lie algebra action leaving $L$ (and the constraints) invariant, for the
+    nonholonomic momentum (thesis §4.3) and `gm.NonholonomicMomentum`."""
+
+    @abc.abstractmethod
+    def action(self) -> LieAlgebraAction:
+        """The infinitesimal generators $\\xi_Q$ of the symmetry."""
