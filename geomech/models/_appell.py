@@ -6,6 +6,7 @@ import jax.numpy as jnp
 
 from .._bundle import State
 from .._constraint import Constraint
+from .._custom_types import RealScalarLike
 from .._symmetry import LieAlgebraAction
 from .._system import LagrangianSystem
 from ._base import AbstractSymmetricModel
@@ -35,9 +36,9 @@ class AppellHamel(AbstractSymmetricModel):
     uniformly: $\\dot s = a g/(1 + a^2)$, $z(t) = z_0 - a(s_0 t + \\tfrac12\\dot s t^2)$.
     """
 
-    m: float = 1.0
-    a: float = 0.5
-    g: float = 9.81
+    m: RealScalarLike = 1.0
+    a: RealScalarLike = 0.5
+    g: RealScalarLike = 9.81
 
     description: ClassVar[str] = (
         "particle with the nonlinear constraint zdot + a |(xdot, ydot)| = 0 (Appell–Hamel type)"

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 
 from .._bundle import State
 from .._constraint import HolonomicConstraint, LinearConstraint
+from .._custom_types import RealScalarLike
 from .._symmetry import LieAlgebraAction
 from .._system import LagrangianSystem
 from ._base import AbstractModel, AbstractSymmetricModel
@@ -40,9 +41,9 @@ class CartesianPendulum(AbstractModel):
     $\\lambda = -m(|v|^2 + g x)/l^2$ (seed 001 (72)).
     """
 
-    m: float = 1.0
-    l: float = 1.0
-    g: float = 9.81
+    m: RealScalarLike = 1.0
+    l: RealScalarLike = 1.0
+    g: RealScalarLike = 9.81
     form: str = eqx.field(default="holonomic", static=True)
 
     description: ClassVar[str] = "simple pendulum in Cartesian (x, y), x down (seed 001 §1.1, §3.1)"
@@ -89,9 +90,9 @@ class PolarPendulum(AbstractModel):
     $\\bar\\lambda = -m(l\\dot\\varphi^2 + g\\cos\\varphi)$ (83), minus the rod tension.
     """
 
-    m: float = 1.0
-    l: float = 1.0
-    g: float = 9.81
+    m: RealScalarLike = 1.0
+    l: RealScalarLike = 1.0
+    g: RealScalarLike = 9.81
 
     description: ClassVar[str] = "simple pendulum in polar (rho, phi) with rho = l (seed 001 §3.2)"
     coordinates: ClassVar[tuple[str, ...]] = ("rho", "phi")
@@ -133,7 +134,7 @@ class PlanarChain(AbstractModel):
 
     masses: jnp.ndarray
     lengths: jnp.ndarray
-    g: float = 9.81
+    g: RealScalarLike = 9.81
 
     description: ClassVar[str] = (
         "N-link planar pendulum chain in Cartesian coordinates, x down (seed 001 §3.3)"
@@ -196,11 +197,11 @@ class DoublePendulum(AbstractModel):
     $m_1\\ddot x_1 = m_1 g + \\lambda_1 x_1 + \\lambda_2(x_1 - x_2)$, etc. The `PlanarChain` with $N = 2$.
     """
 
-    m1: float = 1.0
-    m2: float = 1.0
-    l1: float = 1.0
-    l2: float = 1.0
-    g: float = 9.81
+    m1: RealScalarLike = 1.0
+    m2: RealScalarLike = 1.0
+    l1: RealScalarLike = 1.0
+    l2: RealScalarLike = 1.0
+    g: RealScalarLike = 9.81
 
     description: ClassVar[str] = "double pendulum in Cartesian coordinates, x down (seed 001 §3.3)"
     coordinates: ClassVar[tuple[str, ...]] = ("x1", "y1", "x2", "y2")
@@ -232,9 +233,9 @@ class SphericalPendulum(AbstractSymmetricModel):
     $\\lambda = -m(|v|^2 - g z)/R^2$. $E$ and $L_z = m(x\\dot y - y\\dot x)$ are conserved.
     """
 
-    m: float = 1.0
-    R: float = 1.0
-    g: float = 9.81
+    m: RealScalarLike = 1.0
+    R: RealScalarLike = 1.0
+    g: RealScalarLike = 9.81
 
     description: ClassVar[str] = (
         "particle on a sphere (spherical pendulum), Cartesian (x, y, z), z up"

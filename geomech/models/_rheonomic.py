@@ -6,6 +6,7 @@ import jax.numpy as jnp
 
 from .._bundle import State
 from .._constraint import HolonomicConstraint, LinearConstraint
+from .._custom_types import RealScalarLike
 from .._system import LagrangianSystem
 from ._base import AbstractModel
 
@@ -26,10 +27,10 @@ class BeadOnRotatingWire(AbstractModel):
     force, $F_\\varphi\\,r\\Omega$ with $F_\\varphi = 2m\\dot r\\omega\\sin\\theta_0$ (158).
     """
 
-    m: float = 1.0
-    omega: float = 2.0
-    theta0: float = 1.0
-    g: float = 9.81
+    m: RealScalarLike = 1.0
+    omega: RealScalarLike = 2.0
+    theta0: RealScalarLike = 1.0
+    g: RealScalarLike = 9.81
 
     description: ClassVar[str] = (
         "bead on a wire rotating about the vertical, rheonomic (seed 001 §5.4)"
@@ -104,10 +105,10 @@ class Pursuit(AbstractModel):
     Valid before capture ($x > 0$), at $t = a v/(v^2 - u^2)$ when $v > u$.
     """
 
-    m: float = 1.0
-    u: float = 0.5
-    a: float = 1.0
-    speed: float = 1.0
+    m: RealScalarLike = 1.0
+    u: RealScalarLike = 0.5
+    a: RealScalarLike = 1.0
+    speed: RealScalarLike = 1.0
 
     description: ClassVar[str] = (
         "pursuit problem: velocity aimed at Q = (0, u t), time-dependent nonholonomic (seed 001 §6.1)"

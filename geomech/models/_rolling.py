@@ -7,6 +7,7 @@ import jax.numpy as jnp
 
 from .._bundle import State
 from .._constraint import LinearConstraint
+from .._custom_types import RealScalarLike
 from .._symmetry import LieAlgebraAction
 from .._system import LagrangianSystem
 from ._base import AbstractModel, AbstractSymmetricModel
@@ -42,8 +43,8 @@ class ChaplyginSleigh(AbstractSymmetricModel):
     $\\theta = \\theta_0 \\pm \\sqrt2\\,(\\operatorname{gd} s - \\operatorname{gd} s_0)$ and $\\lambda = R = m u\\omega$.
     """
 
-    m: float = 1.0
-    l: float = 1.0
+    m: RealScalarLike = 1.0
+    l: RealScalarLike = 1.0
 
     description: ClassVar[str] = (
         "knife-edge (Chaplygin) sleigh, two masses on a rod (seed 004 Ex. 7.1/7.7)"
@@ -111,11 +112,11 @@ class RollingDisk(AbstractSymmetricModel):
     Valid for $|\\theta| < \\pi/2$; $E_L$ is conserved.
     """
 
-    m: float = 1.0
-    R: float = 1.0
-    g: float = 9.81
-    A: float | None = None
-    B: float | None = None
+    m: RealScalarLike = 1.0
+    R: RealScalarLike = 1.0
+    g: RealScalarLike = 9.81
+    A: RealScalarLike | None = None
+    B: RealScalarLike | None = None
 
     description: ClassVar[str] = (
         "disk rolling without slipping on a plane: (x, y, yaw, lean, spin), 2 nonholonomic constraints"
@@ -191,10 +192,10 @@ class RollingHoop(AbstractModel):
     $R_x = \\lambda A_x = -\\tfrac12 m g\\sin\\alpha$ (pointing up the incline).
     """
 
-    m: float = 1.0
-    r: float = 0.5
-    alpha: float = 0.3
-    g: float = 9.81
+    m: RealScalarLike = 1.0
+    r: RealScalarLike = 0.5
+    alpha: RealScalarLike = 0.3
+    g: RealScalarLike = 9.81
 
     description: ClassVar[str] = (
         "hoop rolling down an incline, rolling kept as a constraint (seed 004 Ex. 7.6)"

@@ -4,6 +4,7 @@ import jax.numpy as jnp
 
 from .._bundle import State
 from .._constraint import LinearConstraint, Subspace
+from .._custom_types import RealScalarLike
 from .._system import LagrangianSystem
 from ._base import AbstractModel
 
@@ -26,11 +27,11 @@ class ThesisExample2(AbstractModel):
     $[0, 0.6]$, clear of $m_1/m_2 = 2$ for the default masses.
     """
 
-    m1: float = 2.0
-    m2: float = 1.0
-    kappa: float = 3.0
-    a: float = 1.0
-    coulomb: float = 0.5  # k e^2
+    m1: RealScalarLike = 2.0
+    m2: RealScalarLike = 1.0
+    kappa: RealScalarLike = 3.0
+    a: RealScalarLike = 1.0
+    coulomb: RealScalarLike = 0.5  # k e^2
     A: object = _default_A
 
     description: ClassVar[str] = (
