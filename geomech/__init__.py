@@ -1,5 +1,11 @@
 """geomech: constrained Lagrangian mechanics in the invariant (Vershik–Faddeev) form, in JAX."""
 
+from ._analysis import (
+    Linearization as Linearization,
+    consistent_state as consistent_state,
+    linearize as linearize,
+    stability_boundary as stability_boundary,
+)
 from ._bundle import (
     HorizontalForm as HorizontalForm,
     SpecialVectorField as SpecialVectorField,
