@@ -44,14 +44,21 @@ def cases():
             jax.jacfwd(lambda z: gm.acceleration(system, gm.State(z[:5], z[5:]))),
             z,
         ),
-        ("gm.linearize, minimal 3x3 (theta; phi_dot, theta_dot)", lambda s: gm.linearize(system, s, **MINIMAL).A, state),
+        (
+            "gm.linearize, minimal 3x3 (theta; phi_dot, theta_dot)",
+            lambda s: gm.linearize(system, s, **MINIMAL).A,
+            state,
+        ),
         (
             "gm.linearize, full 8x8 (as KanesMethod.linearize)",
             lambda s: gm.linearize(system, s, coordinates=(0, 1, 2, 3, 4), speeds=(2, 3, 4)).A,
             state,
         ),
-        ("gm.consistent_state (x_dot, y_dot from the rolling constraints)",
-         lambda s: gm.consistent_state(system, s, fixed_q=(0, 1, 2, 3, 4), fixed_v=(2, 3, 4)).v, state),
+        (
+            "gm.consistent_state (x_dot, y_dot from the rolling constraints)",
+            lambda s: gm.consistent_state(system, s, fixed_q=(0, 1, 2, 3, 4), fixed_v=(2, 3, 4)).v,
+            state,
+        ),
         ("gm.stability_boundary, bisection (critical spin)", of_params, params),
         ("gm.stability_boundary + jax.jacfwd over (m, R, g)", jax.jacfwd(of_params), params),
     ]
@@ -61,7 +68,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="only the first two cases")
     args = parser.parse_args()
-    out = {"jax": jax.__version__, "cpu_count": os.cpu_count(), "load_before": os.getloadavg()[0], "cases": []}
+    out = {
+        "jax": jax.__version__,
+        "cpu_count": os.cpu_count(),
+        "load_before": os.getloadavg()[0],
+        "cases": [],
+    }
     for name, f, x in cases()[: 2 if args.quick else None]:
         t0 = time.perf_counter()
         lowered = jax.jit(f).lower(x)
@@ -69,7 +81,9 @@ def main():
         compiled = lowered.compile()
         t2 = time.perf_counter()
         jax.block_until_ready(compiled(x))
-        out["cases"].append({"case": name, "trace_lower_s": round(t1 - t0, 2), "compile_s": round(t2 - t1, 2)})
+        out["cases"].append(
+            {"case": name, "trace_lower_s": round(t1 - t0, 2), "compile_s": round(t2 - t1, 2)}
+        )
         print(json.dumps(out["cases"][-1]), flush=True)
     out["load_after"] = os.getloadavg()[0]
     print(json.dumps(out, indent=1))

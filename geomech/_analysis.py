@@ -58,7 +58,8 @@ def _disjoint(name1: str, idx1: tuple[int, ...], name2: str, idx2: tuple[int, ..
     both = sorted(set(idx1) & set(idx2))
     if both:
         raise ValueError(
-            f"{name1} and {name2} both contain the index(es) {both}: an entry is either one or the other."
+            f"{name1} and {name2} both contain the index(es) {both}: an entry is either one or "
+            "the other."
         )
 
 
@@ -67,7 +68,8 @@ def _complement(held: tuple[int, ...], n: int) -> tuple[int, ...]:
 
 
 def _sizes(system: LagrangianSystem, state: State, t) -> tuple[int, int, int]:
-    """$(n, m, k)$: coordinates, holonomic constraints $h$, kinematic constraints $\\phi$ (shape checks first)."""
+    """$(n, m, k)$: coordinates, holonomic constraints $h$, kinematic constraints $\\phi$ (after
+    the shape checks)."""
     k = system.check_shapes(state, t)
     n = state.q.shape[0]
     m = jax.eval_shape(lambda s: system.position_residual(s, t), state).shape[0]
@@ -103,9 +105,9 @@ def _solve_block(residual, y0, args, *, what: str, free, held: str, newton):
     msgs = [
         f"{held} leaves the {m} entries {free} free for the {m} {what}, but the constraints' "
         f"Jacobian with respect to them has rank {rank} < {m} at this state: the held entries "
-        "over-determine some constraints and leave some free entries undetermined. Hold a different "
-        "set (the free entries must be solvable for from the constraints), or move away from this "
-        "singular configuration."
+        "over-determine some constraints and leave some free entries undetermined. Hold a "
+        "different set (the free entries must be solvable for from the constraints), or move away "
+        "from this singular configuration."
         for rank in range(m)
     ]
     y0 = eqx.branched_error_if(jax.lax.stop_gradient(y0), r < m, jnp.minimum(r, m - 1), msgs)
@@ -115,9 +117,9 @@ def _solve_block(residual, y0, args, *, what: str, free, held: str, newton):
     return eqx.error_if(
         sol.value,
         bad,
-        f"Newton's method on the {what} for the free entries {free} did not converge (the state may "
-        "be far from the constraint manifold, or close to a singular configuration): start from "
-        "values closer to C, or pass larger rtol/atol or max_steps to consistent_state.",
+        f"Newton's method on the {what} for the free entries {free} did not converge (the state "
+        "may be far from the constraint manifold, or close to a singular configuration): start "
+        "from values closer to C, or pass larger rtol/atol or max_steps to consistent_state.",
     )
 
 
@@ -136,7 +138,7 @@ def _consistent(system, state, t, free_q, free_v, newton, held=("fixed_q", "fixe
     q, v = state.q, state.v
     n = q.shape[0]
     if free_q:
-        # h(t, q) = 0 for the free coordinates (holonomic part of (3.6)), Newton from the given values
+        # h(t, q) = 0 for the free coordinates (holonomic part of (3.6)), Newton from given values
         fq = jnp.array(free_q)
         y = _solve_block(
             _position_residual,
@@ -169,16 +171,16 @@ def _check_counts(n, m, k, held_q, held_v, name_q, name_v):
     if n - len(held_q) != m:
         what = "under" if n - len(held_q) > m else "over"
         raise ValueError(
-            f"{name_q} holds {len(held_q)} of the n = {n} coordinates, leaving {n - len(held_q)} free, "
-            f"but there are m = {m} holonomic constraints to solve them from: the positions are "
-            f"{what}-determined. Hold exactly n - m = {n - m} coordinates."
+            f"{name_q} holds {len(held_q)} of the n = {n} coordinates, leaving "
+            f"{n - len(held_q)} free, but there are m = {m} holonomic constraints to solve them "
+            f"from: the positions are {what}-determined. Hold exactly n - m = {n - m} coordinates."
         )
     if n - len(held_v) != k:
         what = "under" if n - len(held_v) > k else "over"
         raise ValueError(
-            f"{name_v} holds {len(held_v)} of the n = {n} speeds, leaving {n - len(held_v)} free, but "
-            f"there are k = {k} velocity constraints φ (holonomic rows included) to solve them from: "
-            f"the speeds are {what}-determined. Hold exactly n - k = {n - k} speeds."
+            f"{name_v} holds {len(held_v)} of the n = {n} speeds, leaving {n - len(held_v)} free, "
+            f"but there are k = {k} velocity constraints φ (holonomic rows included) to solve them "
+            f"from: the speeds are {what}-determined. Hold exactly n - k = {n - k} speeds."
         )
 
 
@@ -200,14 +202,14 @@ def consistent_state(
 
     1. the $n - |$`fixed_q`$|$ free coordinates from the $m$ holonomic constraints $h(t, q) = 0$
        (Newton's method);
-    2. then the $n - |$`fixed_v`$|$ free speeds from the $k$ velocity constraints $\\phi(t, q, v) = 0$
-       (3.6), which include $Dh\\,v + \\partial_t h = 0$ for the holonomic rows (Newton's method; one
-       step when $\\phi$ is linear in $v$).
+    2. then the $n - |$`fixed_v`$|$ free speeds from the $k$ velocity constraints
+       $\\phi(t, q, v) = 0$ (3.6), which include $Dh\\,v + \\partial_t h = 0$ for the holonomic
+       rows (Newton's method; one step when $\\phi$ is linear in $v$).
 
     So exactly $n - m$ coordinates and $n - k$ speeds must be fixed, and the free entries must be
     solvable for: the Jacobians $\\partial h/\\partial q_{\\text{free}}$ ($m \\times m$) and
-    $\\partial\\phi/\\partial v_{\\text{free}}$ ($k \\times k$) must be invertible. Wrong counts raise
-    a `ValueError` before tracing; a rank-deficient Jacobian at the state raises an error
+    $\\partial\\phi/\\partial v_{\\text{free}}$ ($k \\times k$) must be invertible. Wrong counts
+    raise a `ValueError` before tracing; a rank-deficient Jacobian at the state raises an error
     (`eqx.error_if`) stating the rank found; so does a Newton iteration that does not converge.
     (Unlike `project_to_constraints`, which moves every entry to the $M$-nearest point of
     $\\mathcal{C}$.)
@@ -279,8 +281,9 @@ def _check_linearize_args(system, state, t, coordinates, speeds, fixed_q, fixed_
 
 
 def _newton_step(residual, y0, args, jac_args):
-    """$y_0 - J^{-1} R(y_0)$ with $J = \\partial R/\\partial y$ at `(y0, jac_args)`: where $R = 0$ at the
-    base point its derivative in `args` is the implicit-function derivative $-J^{-1}\\partial R$."""
+    """$y_0 - J^{-1} R(y_0)$ with $J = \\partial R/\\partial y$ at `(y0, jac_args)`: where $R = 0$
+    at the base point, its derivative in `args` is the implicit-function derivative
+    $-J^{-1}\\partial R$."""
     J = jax.jacfwd(residual)(y0, jac_args)
     return y0 - jnp.linalg.solve(J, residual(y0, args))
 
@@ -288,10 +291,10 @@ def _newton_step(residual, y0, args, jac_args):
 def _linearization(system, state, solver, t, c, s, free_q, free_v, newton):
     """$A = \\partial f/\\partial z$ at the consistent state, its $f(z_0)$, and the state.
 
-    The consistent state $x_0$ is found once (`consistent_state`); near it, $z \\mapsto$ state is one
-    Newton step from $x_0$ with the Jacobians at $x_0$, whose derivative at $z_0$ is exactly that of the
-    implicit function $z \\mapsto$ (dependent entries) on $\\mathcal{C}$. So `jax.jacfwd` never
-    differentiates through the Newton iterations (a much smaller program to compile), and $A$ is
+    The consistent state $x_0$ is found once (`consistent_state`); near it, $z \\mapsto$ state is
+    one Newton step from $x_0$ with the Jacobians at $x_0$, whose derivative at $z_0$ is exactly
+    that of the implicit function $z \\mapsto$ (dependent entries) on $\\mathcal{C}$. So
+    `jax.jacfwd` never differentiates through the Newton iterations, and $A$ is
     still exact, also as a function of the system's parameters (its derivatives in them are exact).
     """
     p = len(c)
@@ -344,7 +347,8 @@ def linearize(
 
     With $z = (q_c, v_s)$ = (`q[coordinates]`, `v[speeds]`) ($p + r$ numbers), every other entry
     is reconstructed on $\\mathcal{C}$ by `consistent_state`, holding `coordinates + fixed_q` and
-    `speeds + fixed_v`; then $\\dot z = f(z) = (\\dot q_c, a_R(q, v)_s)$ with $a_R$ from `acceleration`.
+    `speeds + fixed_v`; then $\\dot z = f(z) = (\\dot q_c, a_R(q, v)_s)$ with $a_R$ from
+    `acceleration`.
     The result's `A` is $\\partial f/\\partial z$, computed exactly by forward-mode autodiff
     (`jax.jacfwd`) through the implicit function theorem, not by finite differences.
 
@@ -353,8 +357,8 @@ def linearize(
 
     - `coordinates` and `fixed_q` together hold exactly $n - m$ coordinates, and the other $m$ must
         be solvable from $h = 0$ ($\\partial h/\\partial q_{\\text{other}}$ invertible);
-    - `speeds` and `fixed_v` together hold exactly $n - k$ speeds, and the other $k$ must be solvable
-        from $\\phi = 0$ ($\\partial\\phi/\\partial v_{\\text{other}}$ invertible).
+    - `speeds` and `fixed_v` together hold exactly $n - k$ speeds, and the other $k$ must be
+        solvable from $\\phi = 0$ ($\\partial\\phi/\\partial v_{\\text{other}}$ invertible).
 
     `fixed_q` are coordinates left out of the linearization but held at their values: cyclic
     coordinates (the dynamics does not depend on them, e.g. the position and heading of a rolling
@@ -402,11 +406,12 @@ def characteristic_coefficients(A: Float[Array, "N N"]) -> Float[Array, " N+1"]:
 
 
 def hurwitz_determinant(c: Float[Array, " N+1"]) -> Float[Array, ""]:
-    """$\\Delta_{N-1}$, the Hurwitz determinant of order $N - 1$ of $\\sum_j c_j\\lambda^j$ (degree $N$,
-    $c_N > 0$): with $a_i = c_{N-i}$, $H_{ij} = a_{2j-i}$ (1-based, $a_i = 0$ outside $0..N$) and
-    $\\Delta_{N-1} = \\det H_{[1..N-1]}$ (Gantmacher, *The Theory of Matrices* vol. 2, ch. XV §6).
-    By Orlando's formula (ibid. §7) $\\Delta_{N-1} = (-1)^{N(N-1)/2} a_0^{N-1}\\prod_{i<j}(\\lambda_i + \\lambda_j)$,
-    so it vanishes exactly when two roots sum to zero, e.g. a pair $\\pm i\\omega$."""
+    """$\\Delta_{N-1}$, the Hurwitz determinant of order $N - 1$ of $\\sum_j c_j\\lambda^j$
+    (degree $N$, $c_N > 0$): with $a_i = c_{N-i}$, $H_{ij} = a_{2j-i}$ (1-based, $a_i = 0$
+    outside $0..N$) and $\\Delta_{N-1} = \\det H_{[1..N-1]}$ (Gantmacher, *The Theory of
+    Matrices* vol. 2, ch. XV §6). By Orlando's formula (ibid. §7)
+    $\\Delta_{N-1} = (-1)^{N(N-1)/2} a_0^{N-1}\\prod_{i<j}(\\lambda_i + \\lambda_j)$, so it
+    vanishes exactly when two roots sum to zero, e.g. a pair $\\pm i\\omega$."""
     N = c.shape[0] - 1
     if N < 2:
         return jnp.ones((), c.dtype)
@@ -479,51 +484,57 @@ def stability_boundary(
     max_steps: int = 100,
 ) -> Float[Array, ""]:
     """The parameter value $\\mu^*$ at which a family of steady motions loses (or gains) linear
-    stability: where an eigenvalue of the linearization crosses the imaginary axis.
+    stability: where an eigenvalue of its linearization crosses the imaginary axis.
 
-    `family(mu, args) -> (system, state)` gives the steady motion for each scalar parameter `mu`
-    (e.g. the forward speed); `linearize(system, state, coordinates=..., speeds=..., ...)` gives
-    $A(\\mu)$. $\\mu^*$ is found by optimistix (Newton from `mu0`, or bisection in `bracket`) as the
-    root of a **smooth** function of $\\mu$, and it is differentiable with respect to `args` (e.g.
-    the system's parameters) by the implicit function theorem,
-    $d\\mu^*/d\\theta = -(\\partial g/\\partial\\theta)/(\\partial g/\\partial\\mu)$.
+    `family(mu, args) -> (system, state)` gives the steady motion at each value of a scalar
+    parameter `mu` (e.g. the forward speed), and `linearize(system, state, coordinates=...,
+    speeds=..., ...)` its matrix $A(\\mu)$. $\\mu^*$ is the root of a **smooth** function
+    $g(\\mu)$ built from $A(\\mu)$, found by optimistix (Newton from `mu0`, or bisection in
+    `bracket`); it is differentiable with respect to `args` (e.g. the system's parameters
+    $\\theta$) by the implicit function theorem,
+    $d\\mu^*/d\\theta = -(\\partial g/\\partial\\theta)/(\\partial g/\\partial\\mu)$
+    (`optimistix.ImplicitAdjoint`).
 
-    **Why not the largest real part itself.** $\\max\\operatorname{Re}\\lambda(\\mu)$ is not smooth
-    where eigenvalues collide, which is exactly where mechanical systems lose stability: for the
-    rolling disk the pair $\\pm\\sqrt{d(\\mu)}$ turns from real to imaginary, so
-    $\\max\\operatorname{Re}\\lambda = \\sqrt{\\max(d, 0)}$ has an infinite slope at the root and is
-    flat beyond it; and `jnp.linalg.eig` has no derivative at repeated eigenvalues. Instead the
-    function is built from the characteristic polynomial $\\det(\\lambda I - A) = \\sum_j c_j\\lambda^j$
-    (Faddeev–LeVerrier, polynomial in $A$, hence exactly differentiable), divided by $\\lambda^z$ for the
-    $z$ = `zero_eigenvalues` eigenvalues that vanish for every $\\mu$ (e.g. a family of neighbouring
-    steady motions, or a held cyclic speed):
+    **Why not the largest real part itself.** $\\max\\operatorname{Re}\\lambda(\\mu)$ is not
+    smooth where eigenvalues collide, which is where mechanical systems lose stability: for the
+    rolling disk a pair $\\pm\\sqrt{d(\\mu)}$ turns from real to imaginary, so the largest real
+    part $\\sqrt{\\max(d, 0)}$ has an infinite slope at the root and is flat beyond it, and
+    `jnp.linalg.eig` has no derivative at the repeated eigenvalue. Instead $g$ comes from the
+    characteristic polynomial $\\det(\\lambda I - A) = \\sum_j c_j\\lambda^j$ (Faddeev–LeVerrier:
+    polynomial in $A$, so exactly differentiable), divided by $\\lambda^z$ for the
+    $z$ = `zero_eigenvalues` eigenvalues that vanish for every $\\mu$ (e.g. a family of
+    neighbouring steady motions):
 
-    - `crossing="real"`: $g = \\tilde c_0 = \\prod(-\\lambda_i)$ over the other eigenvalues. It changes
-        sign where a real eigenvalue passes through $0$, or a pair $\\pm\\lambda$ passes through $0$ from
-        the real to the imaginary axis (conservative and reversible systems such as the rolling
-        disk, where $\\tilde c_0 \\propto -d(\\mu)$).
-    - `crossing="complex"`: $g = \\Delta_{N-1}$, the Hurwitz determinant (Routh–Hurwitz; by Orlando's
-        formula $\\propto\\prod_{i<j}(\\lambda_i + \\lambda_j)$). It changes sign where a complex pair
-        crosses the imaginary axis (a Hopf or flutter boundary of a dissipative system). It is
-        identically zero for systems whose eigenvalues come in pairs $\\pm\\lambda$, so do not use it
-        for conservative ones.
+    - `crossing="real"`: $g = \\tilde c_0 = \\prod(-\\lambda_i)$ over the other eigenvalues. Its
+        sign changes where a real eigenvalue passes through $0$, or a pair $\\pm\\lambda$ passes
+        through $0$ from the real to the imaginary axis (conservative or reversible systems such
+        as the rolling disk, where $\\tilde c_0 \\propto -d(\\mu)$).
+    - `crossing="complex"`: $g = \\Delta_{N-1}$, the Hurwitz determinant (Routh–Hurwitz; by
+        Orlando's formula $\\propto\\prod_{i<j}(\\lambda_i + \\lambda_j)$). Its sign changes where
+        a complex pair crosses the imaginary axis (a Hopf or flutter boundary of a dissipative
+        system). It is identically zero when the eigenvalues come in pairs $\\pm\\lambda$: not for
+        conservative systems.
 
-    The coefficients are scaled by powers of the RMS entry of $A$ so that $g$ is dimensionless. A
-    root of $g$ is a crossing of the imaginary axis; whether stability is lost or gained there, and
-    that no other eigenvalue has a positive real part, is read from `linearize(...).eigenvalues`
-    on either side (see the analysis guide). An error is raised if the $z$ lowest coefficients are
-    not zero at $\\mu^*$ (`zero_eigenvalues` too large) or the root finding fails.
+    The coefficients are scaled by powers of the RMS entry of $A$, so $g$ is dimensionless. A
+    root of $g$ is a crossing of the imaginary axis; whether stability is lost or gained there,
+    and that no other eigenvalue has a positive real part, is read from
+    `linearize(...).eigenvalues` on either side. With `bracket`, every evaluation of $g$ also
+    evaluates it at both ends (one vmapped program, so one copy of the linearization is
+    compiled) to orient it and to check that the bracket contains a sign change. Errors are
+    raised (`eqx.error_if`) if it does not, if the root finding fails, or if the $z$ lowest
+    coefficients are not zero at $\\mu^*$ (`zero_eigenvalues` too large).
 
     **Arguments:**
 
     - `family`: `(mu, args) -> (system, state)`, the steady motion at parameter `mu`.
-    - `mu0`: a starting guess (for Newton), a scalar.
+    - `mu0`: a real scalar: Newton's starting point (with `bracket`, only its dtype is used).
     - `args`: passed to `family`; $\\mu^*$ is differentiable with respect to its arrays.
     - `coordinates`, `speeds`, `fixed_q`, `fixed_v`, `solver`, `t`: as for `linearize`.
     - `crossing`: `"real"` or `"complex"` (above).
     - `zero_eigenvalues`: the number $z$ of eigenvalues that are zero for every $\\mu$.
-    - `bracket`: optional `(lower, upper)`; then bisection is used instead of Newton.
-    - `rtol`, `atol`, `max_steps`: for the root finder (default tolerances $\\varepsilon^{3/4}$).
+    - `bracket`: optional `(lower, upper)` containing one crossing; bisection instead of Newton.
+    - `rtol`, `atol`, `max_steps`: for the root finder (default tolerances
+        $\\varepsilon^{3/4}$ of the dtype).
 
     **Returns:** $\\mu^*$, a scalar array.
     """
@@ -548,8 +559,8 @@ def stability_boundary(
     need = 1 if crossing == "real" else 2
     if N is not None and N - zero_eigenvalues < need:
         raise ValueError(
-            f"the linearization has N = {N} eigenvalues; with zero_eigenvalues = {zero_eigenvalues} "
-            f"the crossing={crossing!r} criterion needs at least {need} others."
+            f"the linearization has N = {N} eigenvalues; with zero_eigenvalues = "
+            f"{zero_eigenvalues} the crossing={crossing!r} criterion needs at least {need} others."
         )
     return _boundary_jit(
         family,
@@ -608,14 +619,15 @@ def _boundary_jit(
     mu = eqx.error_if(
         mu,
         (sol.result != optx.RESULTS.successful) | ~jnp.isfinite(mu),
-        "stability_boundary: the root finding did not converge: start mu0 closer to the boundary, "
-        "pass a bracket=(lower, upper) around it, or check that the chosen crossing changes sign there.",
+        "stability_boundary: the root finding did not converge: start mu0 closer to the "
+        "boundary, pass a bracket=(lower, upper) around it, or check that the chosen crossing "
+        "changes sign there.",
     )
     zero_tol = float(jnp.finfo(mu0.dtype).eps ** (1 / 3))
     return eqx.error_if(
         mu,
         ~(structural <= zero_tol),
-        f"stability_boundary: zero_eigenvalues={zero_eigenvalues}, but the characteristic polynomial's "
-        f"{zero_eigenvalues} lowest coefficients are not zero at the boundary: A has fewer eigenvalues "
-        "that vanish for every parameter value. Lower zero_eigenvalues.",
+        f"stability_boundary: zero_eigenvalues={zero_eigenvalues}, but the characteristic "
+        f"polynomial's {zero_eigenvalues} lowest coefficients are not zero at the boundary: A has "
+        "fewer eigenvalues that vanish for every parameter value. Lower zero_eigenvalues.",
     )

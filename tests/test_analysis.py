@@ -18,8 +18,9 @@ from geomech._analysis import characteristic_coefficients, hurwitz_determinant
 
 
 class RandomHolonomic(eqx.Module):
-    """$h(t, q) = \\sin(w\\cdot q) + \\tfrac12 q^\\top S q/n + 0.3\\,t\\,(c\\cdot q) - h_0$, zero at the
-    chosen $q$ (a time-dependent holonomic constraint, so $\\phi$ contains $\\partial_t h$)."""
+    """$h(t, q) = \\sin(w\\cdot q) + \\tfrac12 q^\\top S q/n + 0.3\\,t\\,(c\\cdot q) - h_0$, zero at
+    the chosen $q$ (a time-dependent holonomic constraint, so $\\phi$ contains
+    $\\partial_t h$)."""
 
     w: jax.Array
     S: jax.Array
@@ -56,7 +57,8 @@ class TwoRowAnnihilator(eqx.Module):
 
 def holonomic_random_system(seed, n=5, t=0.3):
     """n = 5 coordinates, m = 1 holonomic row $h(t, q)$, k = 3 (the holonomic row's
-    $Dh\\,v + \\partial_t h$ and 2 random rows nonlinear in $v$), $\\mathcal{W} \\ne \\mathcal{D}$, time dependent."""
+    $Dh\\,v + \\partial_t h$ and 2 random rows nonlinear in $v$), $\\mathcal{W} \\ne \\mathcal{D}$,
+    time dependent."""
     base, state, t = random_system(
         seed, n=n, k=2, generalized=True, time_dependent=True, force=False, t=t
     )
@@ -114,7 +116,8 @@ def test_consistent_state_random_systems(seed):
 
 def test_consistent_state_gradient_matches_finite_differences():
     """d(state)/d(fixed entries) by the implicit function theorem (forward mode) vs central
-    differences; reverse mode agrees, and the starting values of the free entries have no influence."""
+    differences; reverse mode agrees, and the starting values of the free entries have no
+    influence."""
     system, state, t = holonomic_random_system(0)
     fq, fv = jnp.array(FIXED_Q), jnp.array(FIXED_V)
 
@@ -326,33 +329,40 @@ def test_chaplygin_sleigh_straight_line():
         )  # unstable exactly when moving with the knife edge ahead
 
 
+def damped_pendulum(mu, k):
+    """The Cartesian pendulum at the bottom with a viscous force −c m v, c = μ² − k."""
+    model = gm.models.CartesianPendulum(m=1.5, l=2.0, g=9.81)
+    force = lambda q, v: -(mu**2 - k) * model.m * v
+    system = gm.LagrangianSystem(
+        model.lagrangian, force=force, constraint=gm.HolonomicConstraint(model.h)
+    )
+    return system, gm.State(jnp.array([2.0, 0.0]), jnp.zeros(2))
+
+
 def test_hopf_boundary_of_a_damped_pendulum():
-    """crossing='complex': the Cartesian pendulum with a viscous force −c(μ) m v, c = μ² − k, has
-    the linearization y'' + c y' + (g/l) y = 0 at the bottom, Hurwitz Δ₁ = c: a complex pair crosses
-    the imaginary axis at μ* = √k, dμ*/dk = 1/(2√k)."""
+    """crossing='complex' (Newton): the damped pendulum linearizes to y'' + c y' + (g/l) y = 0,
+    Hurwitz Δ₁ = c, so a complex pair crosses the imaginary axis at μ* = √k, dμ*/dk = 1/(2√k)."""
 
-    class Damped(eqx.Module):
-        k: jax.Array
-
-        def family(self, mu):
-            model = gm.models.CartesianPendulum(m=1.5, l=2.0, g=9.81)
-            force = lambda q, v: -(mu**2 - self.k) * model.m * v
-            return gm.LagrangianSystem(
-                model.lagrangian, force=force, constraint=gm.HolonomicConstraint(model.h)
-            ), gm.State(jnp.array([2.0, 0.0]), jnp.zeros(2))
-
-    family = lambda mu, k: Damped(k).family(mu)
-
-    @eqx.filter_jit
     def boundary(k):
         mu = gm.stability_boundary(
-            family, 0.7, k, coordinates=(1,), speeds=(1,), crossing="complex"
+            damped_pendulum, 0.7, k, coordinates=(1,), speeds=(1,), crossing="complex"
         )
         return mu, mu
 
-    dmu, mu = jax.jacfwd(boundary, has_aux=True)(jnp.array(0.64))
+    dmu, mu = eqx.filter_jit(jax.jacfwd(boundary, has_aux=True))(jnp.array(0.64))
     np.testing.assert_allclose(mu, 0.8, rtol=1e-12)
     np.testing.assert_allclose(dmu, 1 / (2 * 0.8), rtol=1e-9)
+
+
+def test_stability_boundary_value_errors():
+    """A bracket without a sign change, and zero_eigenvalues larger than the structural count
+    (the damped pendulum has no zero eigenvalue), are reported, not returned as results."""
+    kw = dict(coordinates=(1,), speeds=(1,))
+    k = jnp.array(0.64)
+    with pytest.raises(Exception, match="same sign at both ends"):
+        gm.stability_boundary(damped_pendulum, 0.0, k, crossing="complex", bracket=(0.9, 1.2), **kw)
+    with pytest.raises(Exception, match="lowest coefficients are not zero"):
+        gm.stability_boundary(damped_pendulum, 0.0, k, zero_eigenvalues=1, bracket=(0.5, 1.2), **kw)
 
 
 def test_characteristic_polynomial_and_orlando_formula():
@@ -400,8 +410,8 @@ def test_all_solvers_give_the_same_linearization():
 
 
 def sympy_disk_linearization(m, R, g, q_op, u_op):
-    """The rolling disk built independently in sympy.physics.mechanics (frames Rz(φ) Rx(θ) Ry(ψ), the
-    rolling constraints from the velocity of the material contact point) and linearized by
+    """The rolling disk built independently in sympy.physics.mechanics (frames Rz(φ) Rx(θ) Ry(ψ),
+    the rolling constraints from the velocity of the material contact point) and linearized by
     `KanesMethod.linearize` (Peterson, Gede & Hubbard 2014) at a general state: A for the state
     (x, y, φ, θ, ψ, φ̇, θ̇, ψ̇), with (ẋ, ẏ) dependent speeds."""
     sm = pytest.importorskip("sympy")
@@ -419,8 +429,8 @@ def sympy_disk_linearization(m, R, g, q_op, u_op):
     O.set_vel(N, 0)
     P = O.locatenew("P", q[0] * N.x + q[1] * N.y)
     G = P.locatenew("G", R * L.z)
-    kd = [qi.diff() - ui for qi, ui in zip(q, u)]
-    kd_map = {qi.diff(): ui for qi, ui in zip(q, u)}
+    kd = [qi.diff() - ui for qi, ui in zip(q, u, strict=True)]
+    kd_map = {qi.diff(): ui for qi, ui in zip(q, u, strict=True)}
     D.set_ang_vel(N, D.ang_vel_in(N).subs(kd_map))
     G.set_vel(N, G.pos_from(O).dt(N).subs(kd_map))
     contact = G.vel(N) + D.ang_vel_in(N).cross(
@@ -434,13 +444,13 @@ def sympy_disk_linearization(m, R, g, q_op, u_op):
         N, q_ind=q, u_ind=u[2:], u_dependent=u[:2], kd_eqs=kd, velocity_constraints=vc
     )
     km.kanes_equations([disk], [(G, -m * g * N.z)])
-    op = dict(zip(q, map(sm.Float, q_op)))
-    op.update(dict(zip(u[2:], map(sm.Float, u_op))))
+    op = dict(zip(q, map(sm.Float, q_op), strict=True))
+    op.update(dict(zip(u[2:], map(sm.Float, u_op), strict=True)))
     op.update(sm.solve([c.subs(op) for c in vc], u[:2]))
     # the operating point's q̇ and u̇, from sympy's own equations of motion
     rhs = km.mass_matrix_full.subs(op).LUsolve(km.forcing_full.subs(op))
-    op.update({qi.diff(): op[ui] for qi, ui in zip(q, u)})
-    op.update(dict(zip([ui.diff() for ui in km.u], rhs[5:])))
+    op.update({qi.diff(): op[ui] for qi, ui in zip(q, u, strict=True)})
+    op.update(dict(zip([ui.diff() for ui in km.u], rhs[5:], strict=True)))
     A = km.linearize(op_point=op, A_and_B=True)[0]
     return np.array(A.evalf(), dtype=float)
 
