@@ -235,12 +235,13 @@ def consistent_state(
     fv = _indices("fixed_v", fixed_v, n)
     _check_counts(n, m, k, fq, fv, "fixed_q", "fixed_v")
     newton = _newton(state.q.dtype, rtol, atol, max_steps)
+    t = jnp.asarray(t, state.q.dtype)  # an array, so that a new t does not recompile
     return _consistent_jit(system, state, t, _complement(fq, n), _complement(fv, n), newton)
 
 
 @eqx.filter_jit
 def _consistent_jit(system, state, t, free_q, free_v, newton):
-    return _consistent(system, state, jnp.asarray(t, state.q.dtype), free_q, free_v, newton)
+    return _consistent(system, state, t, free_q, free_v, newton)
 
 
 # -- linearization ----------------------------------------------------------------------------
@@ -327,7 +328,6 @@ def _linearization(system, state, solver, t, c, s, free_q, free_v, newton):
 
 @eqx.filter_jit
 def _linearize_jit(system, state, solver, t, c, s, free_q, free_v, newton):
-    t = jnp.asarray(t, state.q.dtype)
     A, rate, x = _linearization(system, state, solver, t, c, s, free_q, free_v, newton)
     return Linearization(A, jnp.linalg.eigvals(A), x, rate)
 
@@ -382,6 +382,7 @@ def linearize(
     """
     n, c, s, fq, fv = _check_linearize_args(system, state, t, coordinates, speeds, fixed_q, fixed_v)
     newton = _newton(state.q.dtype, None, None, 32)
+    t = jnp.asarray(t, state.q.dtype)  # an array, so that a new t does not recompile
     return _linearize_jit(
         system, state, solver, t, c, s, _complement(c + fq, n), _complement(s + fv, n), newton
     )
@@ -568,7 +569,7 @@ def stability_boundary(
         args,
         (coordinates, speeds, fixed_q, fixed_v),
         solver,
-        t,
+        jnp.asarray(t, mu0.dtype),  # an array, so that a new t does not recompile
         crossing,
         zero_eigenvalues,
         bracket,
