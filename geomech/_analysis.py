@@ -406,7 +406,7 @@ def characteristic_coefficients(A: Float[Array, "N N"]) -> Float[Array, " N+1"]:
     return jnp.stack(c[::-1])
 
 
-def hurwitz_determinant(c: Float[Array, " N+1"]) -> Float[Array, ""]:
+def hurwitz_determinant(c: Float[Array, " N1"]) -> Float[Array, ""]:
     """$\\Delta_{N-1}$, the Hurwitz determinant of order $N - 1$ of $\\sum_j c_j\\lambda^j$
     (degree $N$, $c_N > 0$): with $a_i = c_{N-i}$, $H_{ij} = a_{2j-i}$ (1-based, $a_i = 0$
     outside $0..N$) and $\\Delta_{N-1} = \\det H_{[1..N-1]}$ (Gantmacher, *The Theory of
