@@ -1,6 +1,12 @@
 """The public names of geomech (DESIGN.md §3), imported lazily by `__init__.py`."""
 
 from . import models as models, plot as plot
+from ._analysis import (
+    Linearization as Linearization,
+    consistent_state as consistent_state,
+    linearize as linearize,
+    stability_boundary as stability_boundary,
+)
 from ._bundle import (
     HorizontalForm as HorizontalForm,
     SpecialVectorField as SpecialVectorField,

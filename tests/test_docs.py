@@ -40,6 +40,7 @@ def test_mkdocs_build_strict(tmp_path):
         "theory.md",
         "solvers.md",
         "models.md",
+        "analysis.md",
         "api.md",
         "sharp_bits.md",
         "multi_device.md",
