@@ -51,6 +51,8 @@ from ._symmetry import (
     check_invariance as check_invariance,
     nonholonomic_momentum as nonholonomic_momentum,
 )
+from ._system_integrator import AbstractSystemIntegrator as AbstractSystemIntegrator
+from ._variational import VariationalIntegrator as VariationalIntegrator
 from ._udwadia_kalaba import udwadia_kalaba as udwadia_kalaba, udwadia_kalaba_split as udwadia_kalaba_split
 from ._stages import Stages as Stages, assemble as assemble
 from ._system import LagrangianSystem as LagrangianSystem

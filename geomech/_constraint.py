@@ -31,6 +31,21 @@ class AbstractConstraint(eqx.Module):
         """$h(t, q)$ for the holonomic part (shape `(0,)` when there is none)."""
         return jnp.zeros((0,), jnp.result_type(q))
 
+    # -- discrete constraint of the variational integrators (geomech/_variational.py) -----------
+
+    def discrete_residual(self, t0, q0, dt, dq, *, time_dependent: bool) -> Float[Array, " k"]:
+        """The discrete constraint $\\phi_d = 0$ imposed on a step $(t_0, q_0) \\to (t_0 + \\Delta t,
+        q_0 + \\Delta q)$ of `gm.VariationalIntegrator`, shape `(k,)`, aligned with `residual`.
+
+        Constraints linear in $v$ and holonomic ones define it; others raise `TypeError`.
+        """
+        raise TypeError(
+            f"{type(self).__name__} may be nonlinear in the velocities, and the variational integrator "
+            "has no discretization for constraints nonlinear in v (the discrete Lagrange-d'Alembert "
+            "equations need constraints affine in v): write phi as gm.LinearConstraint(A_of_q, c_of_q) "
+            "or gm.HolonomicConstraint(h) if it is one, or use a diffrax integrator."
+        )
+
     @staticmethod
     def stack(constraints: Sequence["AbstractConstraint"]) -> "StackedConstraint":
         """Combine several constraints into one; their rows are concatenated in order."""
@@ -80,6 +95,10 @@ class HolonomicConstraint(AbstractConstraint):
         t = jnp.asarray(t, jnp.result_type(q))
         return jax.jvp(f, (t, q), (jnp.ones_like(t), v))[1]
 
+    def discrete_residual(self, t0, q0, dt, dq, *, time_dependent):
+        # h(q_{k+1}) = 0 at the end of the step (Marsden & West 2001 §3.5; RATTLE)
+        return self.position_residual(t0 + dt, q0 + dq, time_dependent=time_dependent)
+
 
 class LinearConstraint(AbstractConstraint):
     """Constraints linear (affine) in the velocities: $A(q)\\,v + c(q) = 0$.
@@ -104,6 +123,11 @@ class LinearConstraint(AbstractConstraint):
             r = r + _as_rows(call(self.c_of_q, t, q, time_dependent=time_dependent), "c_of_q")
         return r
 
+    def discrete_residual(self, t0, q0, dt, dq, *, time_dependent):
+        # ω_d(q_k, q_{k+1}) = A(q_{k+1/2}) (q_{k+1} - q_k)/h + c(q_{k+1/2}) at the midpoint
+        # (discrete constraint of McLachlan & Perlmutter 2006, with Cortés & Martínez 2001's DLA)
+        return self.residual(t0 + dt / 2, q0 + dq / 2, dq / dt, time_dependent=time_dependent)
+
 
 class StackedConstraint(AbstractConstraint):
     """Several constraints imposed together (rows concatenated)."""
@@ -122,6 +146,11 @@ class StackedConstraint(AbstractConstraint):
     def position_residual(self, t, q, *, time_dependent):
         return jnp.concatenate(
             [c.position_residual(t, q, time_dependent=time_dependent) for c in self.constraints]
+        )
+
+    def discrete_residual(self, t0, q0, dt, dq, *, time_dependent):
+        return jnp.concatenate(
+            [c.discrete_residual(t0, q0, dt, dq, time_dependent=time_dependent) for c in self.constraints]
         )
 
 

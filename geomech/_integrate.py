@@ -31,6 +31,7 @@ from ._solver._base import AbstractSolver
 from ._solver._projection import Projection
 from ._stages import Stages, assemble
 from ._system import LagrangianSystem
+from ._system_integrator import AbstractSystemIntegrator
 
 # -- stabilization options ----------------------------------------------------------------------
 
@@ -692,7 +693,7 @@ def simulate(
     t1,
     *,
     solver: AbstractSolver = Projection(),  # noqa: B008 (immutable modules)
-    integrator: diffrax.AbstractSolver = diffrax.Tsit5(),  # noqa: B008 (immutable modules)
+    integrator: diffrax.AbstractSolver | AbstractSystemIntegrator = diffrax.Tsit5(),  # noqa: B008 (immutable modules)
     saveat: diffrax.SaveAt = diffrax.SaveAt(t1=True),  # noqa: B008 (immutable modules)
     rtol: float = 1e-8,
     atol: float = 1e-8,
@@ -718,7 +719,8 @@ def simulate(
     - `t0`, `t1`: the interval.
     - `solver`: the principle giving $a_R$ (`gm.Projection()`, `gm.Gauss()`, ...).
     - `integrator`: any diffrax ODE solver, explicit or implicit (`diffrax.Tsit5()`,
-        `diffrax.Kvaerno5()`).
+        `diffrax.Kvaerno5()`), or a geometric integrator built from the system itself
+        (`gm.VariationalIntegrator()`, fixed step `dt0`; `solver` is then not used).
     - `saveat`: a `diffrax.SaveAt` (`t0`, `t1`, `ts`, `steps`).
     - `rtol`, `atol`: tolerances of the default `diffrax.PIDController`.
     - `dt0`: initial step (chosen automatically if `None`; required for fixed-step integrators).
@@ -739,6 +741,10 @@ def simulate(
     """
     batched = _check_state(system, y0, t0)
     _check_solver(system, solver)
+    if isinstance(integrator, AbstractSystemIntegrator):  # its diffrax solver carries the system
+        integrator = integrator.bind(
+            system, dt0=dt0, stepsize_controller=stepsize_controller, stabilization=stabilization
+        )
     stabilization = _as_stabilization(stabilization)
     options = _solve_options(
         integrator=integrator,
