@@ -34,16 +34,18 @@ class AbstractConstraint(eqx.Module):
     # -- discrete constraint of the variational integrators (geomech/_variational.py) -----------
 
     def discrete_residual(self, t0, q0, dt, dq, *, time_dependent: bool) -> Float[Array, " k"]:
-        """The discrete constraint $\\phi_d = 0$ imposed on a step $(t_0, q_0) \\to (t_0 + \\Delta t,
-        q_0 + \\Delta q)$ of `gm.VariationalIntegrator`, shape `(k,)`, aligned with `residual`.
+        """The discrete constraint $\\phi_d = 0$ imposed on a step $(t_0, q_0) \\to
+        (t_0 + \\Delta t, q_0 + \\Delta q)$ of `gm.VariationalIntegrator`, shape `(k,)`, aligned
+        with `residual`.
 
         Constraints linear in $v$ and holonomic ones define it; others raise `TypeError`.
         """
         raise TypeError(
-            f"{type(self).__name__} may be nonlinear in the velocities, and the variational integrator "
-            "has no discretization for constraints nonlinear in v (the discrete Lagrange-d'Alembert "
-            "equations need constraints affine in v): write phi as gm.LinearConstraint(A_of_q, c_of_q) "
-            "or gm.HolonomicConstraint(h) if it is one, or use a diffrax integrator."
+            f"{type(self).__name__} may be nonlinear in the velocities, and the variational "
+            "integrator has no discretization for constraints nonlinear in v (the discrete "
+            "Lagrange-d'Alembert equations need constraints affine in v): write phi as "
+            "gm.LinearConstraint(A_of_q, c_of_q) or gm.HolonomicConstraint(h) if it is one, or use "
+            "a diffrax integrator."
         )
 
     @staticmethod
@@ -149,8 +151,9 @@ class StackedConstraint(AbstractConstraint):
         )
 
     def discrete_residual(self, t0, q0, dt, dq, *, time_dependent):
+        td = time_dependent
         return jnp.concatenate(
-            [c.discrete_residual(t0, q0, dt, dq, time_dependent=time_dependent) for c in self.constraints]
+            [c.discrete_residual(t0, q0, dt, dq, time_dependent=td) for c in self.constraints]
         )
 
 

@@ -1,4 +1,4 @@
-"""Integrators built from a system's own structure (its Lagrangian, not only the vector field $X_R$).
+"""Integrators built from a system's own structure (its Lagrangian, not only the field $X_R$).
 
 `simulate` runs every integrator through diffrax; an `AbstractSystemIntegrator` is given the
 `LagrangianSystem` first and answers with the diffrax solver that `diffeqsolve` then steps.

@@ -15,7 +15,8 @@ References, cited by their tags in the comments:
     §VII.1 (RATTLE) and §VI.6 (variational integrators).
 - [LR] B. Leimkuhler, S. Reich, *Simulating Hamiltonian Dynamics* (2004), §7.2 (RATTLE).
 
-One step $(t_k, q_k, v_k) \\mapsto (t_{k+1}, q_{k+1}, v_{k+1})$, $h = t_{k+1} - t_k$, on $\\mathcal{C}$:
+One step $(t_k, q_k, v_k) \\mapsto (t_{k+1}, q_{k+1}, v_{k+1})$ on $\\mathcal{C}$,
+$h = t_{k+1} - t_k$:
 
 1. $p_k = \\partial L/\\partial v(t_k, q_k, v_k)$ (Legendre map, thesis (2.3));
 2. solve for $(q_{k+1}, \\lambda)$:
@@ -66,8 +67,8 @@ class VariationalIntegrator(AbstractSystemIntegrator):
 
     External forces $F^e$ enter by the discrete Lagrange–d'Alembert principle ([MW] §3.2) with
     the same quadrature: $f_d^\\pm = \\tfrac h2 F^e(t_{k+1/2}, \\tfrac12(q_k + q_{k+1}), \\bar v)$
-    (midpoint), $f_d^- = \\tfrac h2 F^e(t_k, q_k, \\bar v)$, $f_d^+ = \\tfrac h2 F^e(t_{k+1}, q_{k+1},
-    \\bar v)$ (trapezoid).
+    (midpoint), $f_d^- = \\tfrac h2 F^e(t_k, q_k, \\bar v)$,
+    $f_d^+ = \\tfrac h2 F^e(t_{k+1}, q_{k+1}, \\bar v)$ (trapezoid).
 
     Constraints:
 
@@ -128,8 +129,9 @@ class VariationalIntegrator(AbstractSystemIntegrator):
             raise TypeError(f"expected a gm.LagrangianSystem, got {type(system).__name__}.")
         if stabilization is not None:
             raise ValueError(
-                "stabilization is not used by gm.VariationalIntegrator: its discrete equations keep "
-                "positions on h = 0 and velocities on phi = 0 at every step. Leave stabilization=None."
+                "stabilization is not used by gm.VariationalIntegrator: its discrete equations "
+                "keep positions on h = 0 and velocities on phi = 0 at every step. Leave "
+                "stabilization=None."
             )
         if isinstance(stepsize_controller, diffrax.AbstractAdaptiveStepSizeController):
             raise ValueError(
@@ -143,9 +145,9 @@ class VariationalIntegrator(AbstractSystemIntegrator):
             )
         if system.work_space is not None:
             raise ValueError(
-                "gm.VariationalIntegrator implements ideal constraints (W = D, the Lagrange-d'Alembert "
-                "principle); this system has a work_space W != D, which has no variational "
-                "discretization here: use a diffrax integrator."
+                "gm.VariationalIntegrator implements ideal constraints (W = D, the "
+                "Lagrange-d'Alembert principle); this system has a work_space W != D, which has no "
+                "variational discretization here: use a diffrax integrator."
             )
         if system.known_work is not None:
             raise ValueError(

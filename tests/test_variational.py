@@ -89,10 +89,11 @@ class KnifeOnIncline(eqx.Module):
     """A knife edge on a plane inclined at `alpha`, embedded in space: a mixed stack of one
     holonomic constraint (the plane) and one nonholonomic one (the blade).
 
-    $q = (x, y, z, \\theta)$, $L = \\tfrac m2|\\dot r|^2 + \\tfrac J2\\dot\\theta^2 - m g z$; the plane
-    $h = z + x\\tan\\alpha = 0$ descends along $x$, $\\xi = x/\\cos\\alpha$ is the distance down the
-    slope and the blade keeps the in-plane velocity along $(\\cos\\theta, \\sin\\theta)$ in $(\\xi, y)$:
-    $\\dot\\xi\\sin\\theta - \\dot y\\cos\\theta = 0$ with $\\dot\\xi = \\dot x\\cos\\alpha - \\dot z\\sin\\alpha$.
+    $q = (x, y, z, \\theta)$, $L = \\tfrac m2|\\dot r|^2 + \\tfrac J2\\dot\\theta^2 - m g z$; the
+    plane $h = z + x\\tan\\alpha = 0$ descends along $x$, $\\xi = x/\\cos\\alpha$ is the distance
+    down the slope and the blade keeps the in-plane velocity along $(\\cos\\theta, \\sin\\theta)$
+    in $(\\xi, y)$: $\\dot\\xi\\sin\\theta - \\dot y\\cos\\theta = 0$ with
+    $\\dot\\xi = \\dot x\\cos\\alpha - \\dot z\\sin\\alpha$.
     From rest at the origin with $\\dot\\theta = \\omega$: $\\theta = \\omega t$,
     $\\xi = \\frac{g\\sin\\alpha}{2\\omega^2}\\sin^2\\omega t$,
     $y = \\frac{g\\sin\\alpha}{2\\omega^2}(\\omega t - \\tfrac12\\sin 2\\omega t)$
@@ -128,7 +129,8 @@ class KnifeOnIncline(eqx.Module):
 
 class DampedOscillator(eqx.Module):
     """$L = \\tfrac12\\dot q^2 - \\tfrac12 q^2$ with the force $F = -c\\dot q$ (unconstrained):
-    from $q = 1$, $\\dot q = 0$, $q = e^{-ct/2}(\\cos\\omega t + \\tfrac{c}{2\\omega}\\sin\\omega t)$,
+    from $q = 1$, $\\dot q = 0$,
+    $q = e^{-ct/2}(\\cos\\omega t + \\tfrac{c}{2\\omega}\\sin\\omega t)$,
     $\\dot q = -e^{-ct/2}\\sin(\\omega t)/\\omega$, $\\omega = \\sqrt{1 - c^2/4}$."""
 
     c: jax.Array = eqx.field(converter=jnp.asarray, default=0.0)  # an array: one compilation
@@ -355,7 +357,11 @@ def test_ensemble_isolates_a_newton_failure():
     theta = jnp.linspace(0.1, 0.6, B)
     omega = jnp.ones(B).at[bad].set(60.0)
     kw = dict(
-        integrator=VI(), dt0=0.05, saveat=diffrax.SaveAt(t0=True, t1=True), max_steps=64, throw=False
+        integrator=VI(),
+        dt0=0.05,
+        saveat=diffrax.SaveAt(t0=True, t1=True),
+        max_steps=64,
+        throw=False,
     )
     sol = gm.simulate(system, pendulum_state(theta, omega), 0.0, 1.0, **kw)
     ok = sol.result == diffrax.RESULTS.successful
