@@ -84,32 +84,36 @@ class VariationalIntegrator(AbstractSystemIntegrator):
     and known work (`known_work`) have no variational discretization here: `simulate` raises.
 
     Every saved state lies on $\\mathcal{C}$: positions on $h = 0$ and velocities on $\\phi = 0$ to
-    the Newton tolerance, at every step. `SaveAt(ts=...)` between two steps takes a partial
-    variational step from the last step (so those states lie on $\\mathcal{C}$ too, with the
-    integrator's accuracy).
+    the root finder's tolerance, at every step. `SaveAt(ts=...)` between two steps takes a
+    partial variational step from the last step (so those states lie on $\\mathcal{C}$ too, with
+    the integrator's accuracy; each such saved time costs one more step).
 
     Each step solves two small nonlinear systems (positions and multipliers, then velocities
-    and multipliers) with `optimistix.Newton`; gradients through a simulation use implicit
-    differentiation of these solves (`optimistix.ImplicitAdjoint`). A step whose Newton
-    iteration does not converge ends that trajectory with the optimistix code in
-    `Solution.result` (e.g. `diffrax.RESULTS.nonlinear_max_steps_reached`), keeping its last
-    state; the other trajectories of an ensemble are unaffected.
+    and multipliers) with an optimistix Newton-type method; gradients through a simulation use
+    implicit differentiation of these solves (`optimistix.ImplicitAdjoint`). A step whose
+    solve does not converge ends that trajectory with `Solution.result ==
+    diffrax.RESULTS.nonlinear_max_steps_reached` (iteration cap) or `nonlinear_divergence`
+    (iterates diverged), keeping its last state; the other trajectories of an ensemble are
+    unaffected.
 
     **Arguments:**
 
     - `quadrature`: `"midpoint"` (default) or `"trapezoid"`.
-    - `rtol`, `atol`: Newton stops when two successive iterates differ by less than
-        `atol + rtol * |y|` (max norm) and the residual is below `atol`, momentum rows relative
-        to $1 + |p|_\\infty$ and constraint rows relative to $1 + |v|_\\infty$ (as
-        `gm.on_constraint`). Default: $\\varepsilon^{2/3}$ of the state's dtype (3.7e-11 in
-        float64, 2.4e-5 in float32); Newton's quadratic convergence then leaves an error near
-        round-off.
-    - `max_steps`: the cap on Newton iterations per solve (default 16; 3 to 5 are typical).
+    - `root_finder`: an `optimistix` root finder for the two solves of a step. The default,
+        `optimistix.Chord(rtol=tol, atol=tol)` with $\\mathrm{tol} = \\varepsilon^{2/3}$ of the
+        state's dtype (3.7e-11 in float64, 2.4e-5 in float32), is Newton's method with the
+        Jacobian (and its LU factorization) of the first iterate: the velocity solve is linear
+        for $L$ quadratic in $v$, and the position solve starts $O(h^2)$ from its root, so the
+        frozen Jacobian converges in 2 to 4 cheap iterations to round-off. Pass
+        `optimistix.Newton(rtol=..., atol=...)` to refactorize at every iteration. Iterations
+        stop when two iterates differ by less than `atol + rtol * |y|` (max norm) and the
+        residual is below `atol`, momentum rows relative to $1 + |p|_\\infty$ and constraint
+        rows relative to $1 + |v|_\\infty$ (as `gm.on_constraint`).
+    - `max_steps`: the cap on iterations per solve (default 16).
     """
 
     quadrature: str = eqx.field(default="midpoint", static=True)
-    rtol: float | None = eqx.field(default=None, static=True)
-    atol: float | None = eqx.field(default=None, static=True)
+    root_finder: optx.AbstractRootFinder | None = None
     max_steps: int = eqx.field(default=16, static=True)
 
     def __check_init__(self):
@@ -119,10 +123,13 @@ class VariationalIntegrator(AbstractSystemIntegrator):
             )
         if not (isinstance(self.max_steps, int) and self.max_steps >= 1):
             raise ValueError(f"max_steps must be a positive int, got {self.max_steps!r}.")
-        for name in ("rtol", "atol"):
-            tol = getattr(self, name)
-            if tol is not None and not (isinstance(tol, int | float) and tol > 0):
-                raise ValueError(f"{name} must be None or a positive number, got {tol!r}.")
+        if self.root_finder is not None and not isinstance(
+            self.root_finder, optx.AbstractRootFinder
+        ):
+            raise TypeError(
+                "root_finder must be an optimistix root finder such as "
+                f"optimistix.Newton(rtol=1e-12, atol=1e-12), got {self.root_finder!r}."
+            )
 
     def bind(self, system, *, dt0, stepsize_controller, stabilization) -> "DiscreteMechanicsSolver":
         if not isinstance(system, LagrangianSystem):
@@ -155,13 +162,7 @@ class VariationalIntegrator(AbstractSystemIntegrator):
                 "(non-ideal constraints, thesis §5.2), which has no variational discretization "
                 "here: use a diffrax integrator."
             )
-        return DiscreteMechanicsSolver(
-            system, self.quadrature, self.rtol, self.atol, self.max_steps
-        )
-
-
-def _tolerance(tol: float | None, dtype) -> float:
-    return float(jnp.finfo(dtype).eps) ** (2 / 3) if tol is None else tol
+        return DiscreteMechanicsSolver(system, self.quadrature, self.root_finder, self.max_steps)
 
 
 class DiscreteMechanicsSolver(diffrax.AbstractSolver):
@@ -174,8 +175,7 @@ class DiscreteMechanicsSolver(diffrax.AbstractSolver):
 
     system: LagrangianSystem
     quadrature: str = eqx.field(static=True)
-    rtol: float | None = eqx.field(static=True)
-    atol: float | None = eqx.field(static=True)
+    root_finder: optx.AbstractRootFinder | None
     max_steps: int = eqx.field(static=True)
 
     term_structure: ClassVar = diffrax.AbstractTerm
@@ -188,6 +188,13 @@ class DiscreteMechanicsSolver(diffrax.AbstractSolver):
         return 2
 
     def init(self, terms, t0, t1, y0, args):
+        if not isinstance(y0, State):  # e.g. the augmented state of BacksolveAdjoint
+            raise TypeError(
+                "gm.VariationalIntegrator steps a gm.State(q, v) with its discrete equations "
+                f"and cannot integrate a {type(y0).__name__}: diffrax.BacksolveAdjoint (which "
+                "solves an adjoint ODE with the same solver) is not supported; use the default "
+                "diffrax.RecursiveCheckpointAdjoint, which differentiates each step implicitly."
+            )
         return None
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
@@ -230,12 +237,13 @@ class DiscreteMechanicsSolver(diffrax.AbstractSolver):
 
     def discrete_flow(self, t0, y0: State, dt) -> tuple[State, diffrax.RESULTS]:
         """One step from `y0` at time `t0` by the signed step `dt`: the new `State` (`y0` itself if
-        a Newton solve failed) and the result code."""
-        system, dtype = self.system, y0.q.dtype
-        rtol, atol = _tolerance(self.rtol, dtype), _tolerance(self.atol, dtype)
-        newton = optx.Newton(rtol=rtol, atol=atol)
+        a solve failed) and the result code."""
+        system, root_finder = self.system, self.root_finder
+        if root_finder is None:  # simplified Newton at a tolerance near round-off
+            tol = float(jnp.finfo(y0.q.dtype).eps) ** (2 / 3)
+            root_finder = optx.Chord(rtol=tol, atol=tol)
         solve = functools.partial(
-            optx.root_find, solver=newton, max_steps=self.max_steps, throw=False
+            optx.root_find, solver=root_finder, max_steps=self.max_steps, throw=False
         )
         q0, v0 = y0.q, y0.v
         t1 = t0 + dt
@@ -260,7 +268,7 @@ class DiscreteMechanicsSolver(diffrax.AbstractSolver):
             r_c = constraint.discrete_residual(t0_, q0_, dt_, dq, time_dependent=td) / scale_c
             return r_p, r_c
 
-        k = A0.shape[0]
+        k, dtype = A0.shape[0], q0.dtype
         guess = (dt * v0, jnp.zeros((k,), dtype))
         positions = solve(position_equations, y0=guess, args=(t0, q0, p0, dt, A0))
         dq = positions.value[0]
@@ -278,16 +286,24 @@ class DiscreteMechanicsSolver(diffrax.AbstractSolver):
             r_p = (system.momentum(state, t1_) - p1_ - A1_.T @ mu) / scale_p
             return r_p, system.constraint_residual(state, t1_) / scale_c
 
-        guess = (dq / dt, jnp.zeros((k,), dtype))
+        guess = (2 * dq / dt - v0, jnp.zeros((k,), dtype))  # (v_k + v_{k+1})/2 ≈ Δq/h
         velocities = solve(velocity_equations, y0=guess, args=(t1, q1, p1, A1))
-        result = diffrax.RESULTS.where(
-            positions.result == optx.RESULTS.successful,
-            diffrax.RESULTS.promote(velocities.result),
-            diffrax.RESULTS.promote(positions.result),
-        )
+        result = _step_result(positions.result, velocities.result)
         y1 = State(q1, velocities.value[0])
         ok = diffrax.is_successful(result)
         return jtu.tree_map(lambda a, b: jnp.where(ok, a, b), y1, y0), result
+
+
+def _step_result(*solves: optx.RESULTS) -> diffrax.RESULTS:
+    """`successful` if every solve converged, else `nonlinear_max_steps_reached` (iteration cap)
+    or `nonlinear_divergence` (any other failure, e.g. iterates running to inf/NaN)."""
+    R = diffrax.RESULTS
+    ok = functools.reduce(jnp.logical_and, [r == optx.RESULTS.successful for r in solves])
+    capped = functools.reduce(
+        jnp.logical_or, [r == optx.RESULTS.nonlinear_max_steps_reached for r in solves]
+    )
+    failed = R.where(capped, R.nonlinear_max_steps_reached, R.nonlinear_divergence)
+    return R.where(ok, R.successful, failed)
 
 
 class _PartialStepInterpolation(diffrax.AbstractLocalInterpolation):
