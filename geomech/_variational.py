@@ -13,7 +13,7 @@ References, cited by their tags in the comments:
     J. Nonlinear Sci. 16 (2006) 283–328: DLA with a discrete constraint $\\omega_d = 0$.
 - [HLW] E. Hairer, C. Lubich, G. Wanner, *Geometric Numerical Integration*, 2nd ed. (2006),
     §VII.1 (RATTLE) and §VI.6 (variational integrators).
-- [LR] B. Leimkuhler, S. Reich, *Simulating Hamiltonian Dynamics* (2004), §7.2 (RATTLE).
+- [LR] B. Leimkuhler, S. Reich, *Simulating Hamiltonian Dynamics* (2004), ch. 7 (RATTLE).
 
 One step $(t_k, q_k, v_k) \\mapsto (t_{k+1}, q_{k+1}, v_{k+1})$ on $\\mathcal{C}$,
 $h = t_{k+1} - t_k$:
@@ -30,7 +30,7 @@ $A = \\partial\\phi/\\partial v$ holds the constraint covectors ($Dh$ for holono
 multiplier $\\lambda$ of step 2 absorbs the $A^\\top\\mu$ of step 4, so the positions are exactly
 those of the two-step equations $D_2L_d(q_{k-1}, q_k) + f_d^+ + D_1L_d(q_k, q_{k+1}) + f_d^-
 \\in \\operatorname{span} A(q_k)^\\top$, $\\phi_d(q_k, q_{k+1}) = 0$: the constrained DEL equations
-([MW] §3.5; SHAKE/RATTLE, [HLW] VII.1, [LR] §7.2) and the DLA equations ([CM], [MP]); step 4 only
+([MW] §3.5; SHAKE/RATTLE, [HLW] VII.1, [LR] ch. 7) and the DLA equations ([CM], [MP]); step 4 only
 chooses the velocity on $\\mathcal{C}$ among those with the same discrete momentum modulo the
 constraint covectors (RATTLE's projection of the momentum).
 """
@@ -74,7 +74,7 @@ class VariationalIntegrator(AbstractSystemIntegrator):
 
     - holonomic $h(q) = 0$ (`gm.HolonomicConstraint`): the constrained discrete Euler–Lagrange
         equations with discrete multipliers and $h(q_{k+1}) = 0$ ([MW] §3.5), velocities on the
-        hidden constraint $Dh\\,v = 0$ (RATTLE, [HLW] VII.1, [LR] §7.2);
+        hidden constraint $Dh\\,v = 0$ (RATTLE, [HLW] VII.1, [LR] ch. 7);
     - linear in $v$, $A(q)v + c(q) = 0$ (`gm.LinearConstraint`): the discrete Lagrange–d'Alembert
         equations of [CM] (constraint covectors at $q_k$) with the midpoint discrete constraint
         $\\omega_d = A(q_{k+1/2})\\,\\bar v + c(q_{k+1/2}) = 0$ ([MP]);
@@ -104,7 +104,7 @@ class VariationalIntegrator(AbstractSystemIntegrator):
         state's dtype (3.7e-11 in float64, 2.4e-5 in float32), is Newton's method with the
         Jacobian (and its LU factorization) of the first iterate: the velocity solve is linear
         for $L$ quadratic in $v$, and the position solve starts $O(h^2)$ from its root, so the
-        frozen Jacobian converges in 2 to 4 cheap iterations to round-off. Pass
+        frozen Jacobian converges in 4 to 6 cheap iterations (2 for the velocities). Pass
         `optimistix.Newton(rtol=..., atol=...)` to refactorize at every iteration. Iterations
         stop when two iterates differ by less than `atol + rtol * |y|` (max norm) and the
         residual is below `atol`, momentum rows relative to $1 + |p|_\\infty$ and constraint
@@ -282,7 +282,7 @@ class DiscreteMechanicsSolver(diffrax.AbstractSolver):
             t1_, q1_, p1_, A1_ = args
             state = State(q1_, v)
             # ∂L/∂v(q_{k+1}, v_{k+1}) = p^+_{k+1} + A(q_{k+1})^T μ, φ(q_{k+1}, v_{k+1}) = 0:
-            # the projection of RATTLE ([HLW] VII (1.26), [LR] §7.2), inverse Legendre map (2.3)
+            # the projection of RATTLE ([HLW] VII.1, [LR] ch. 7), inverse Legendre map (2.3)
             r_p = (system.momentum(state, t1_) - p1_ - A1_.T @ mu) / scale_p
             return r_p, system.constraint_residual(state, t1_) / scale_c
 
