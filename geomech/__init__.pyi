@@ -67,6 +67,8 @@ from ._symmetry import (
 from ._udwadia_kalaba import udwadia_kalaba as udwadia_kalaba, udwadia_kalaba_split as udwadia_kalaba_split
 from ._stages import Stages as Stages, assemble as assemble
 from ._system import LagrangianSystem as LagrangianSystem
+from ._system_integrator import AbstractSystemIntegrator as AbstractSystemIntegrator
+from ._variational import VariationalIntegrator as VariationalIntegrator
 from ._validate import Problem as Problem, ValidationReport as ValidationReport, validate as validate
 from ._sympy import SympyFunction as SympyFunction, from_sympy as from_sympy
 from ._vakonomic._conditions import (

@@ -73,6 +73,12 @@ class AbstractConstraint(eqx.Module):
     def bind_time(self, time_dependent: bool) -> "AbstractConstraint":
         """This constraint with its user functions read as `f(t, ...)` if `time_dependent`."""
 
+    @abc.abstractmethod
+    def discrete_residual(self, t0, q0, dt, dq) -> Float[Array, " k"]:
+        """The discrete constraint $\\phi_d = 0$ imposed on a step $(t_0, q_0) \\to
+        (t_0 + \\Delta t, q_0 + \\Delta q)$ of `gm.VariationalIntegrator`, shape `(k,)`, aligned
+        with `residual`; `TypeError` for constraints that have none (nonlinear in $v$)."""
+
     @staticmethod
     def stack(constraints: Sequence["AbstractConstraint"]) -> "StackedConstraint":
         """Combine several constraints into one; their rows are concatenated in order."""
@@ -115,6 +121,14 @@ class Constraint(AbstractConstraint):
     def bind_time(self, time_dependent):
         return _bound(self, time_dependent)
 
+    def discrete_residual(self, t0, q0, dt, dq):
+        raise TypeError(
+            "gm.Constraint may be nonlinear in the velocities, and the variational integrator has "
+            "no discretization for constraints nonlinear in v (the discrete Lagrange-d'Alembert "
+            "equations need constraints affine in v): write phi as gm.LinearConstraint(A_of_q, "
+            "c_of_q) or gm.HolonomicConstraint(h) if it is one, or use a diffrax integrator."
+        )
+
 
 class HolonomicConstraint(AbstractConstraint):
     """Holonomic constraints $h(q) = 0$, imposed as $\\phi = Dh(q)\\,v + \\partial_t h = 0$.
@@ -145,6 +159,10 @@ class HolonomicConstraint(AbstractConstraint):
 
     def bind_time(self, time_dependent):
         return _bound(self, time_dependent)
+
+    def discrete_residual(self, t0, q0, dt, dq):
+        # h(q_{k+1}) = 0 at the end of the step (Marsden & West 2001 §3.5; RATTLE)
+        return self.position_residual(t0 + dt, q0 + dq)
 
 
 class LinearConstraint(AbstractConstraint):
@@ -185,6 +203,11 @@ class LinearConstraint(AbstractConstraint):
     def bind_time(self, time_dependent):
         return _bound(self, time_dependent)
 
+    def discrete_residual(self, t0, q0, dt, dq):
+        # ω_d(q_k, q_{k+1}) = A(q_{k+1/2}) (q_{k+1} - q_k)/h + c(q_{k+1/2}) at the midpoint
+        # (discrete constraint of McLachlan & Perlmutter 2006, with Cortés & Martínez 2001's DLA)
+        return self.residual(t0 + dt / 2, q0 + dq / 2, dq / dt)
+
 
 class StackedConstraint(AbstractConstraint):
     """Several constraints imposed together (rows concatenated)."""
@@ -209,6 +232,9 @@ class StackedConstraint(AbstractConstraint):
 
     def bind_time(self, time_dependent):
         return StackedConstraint(tuple(c.bind_time(time_dependent) for c in self.constraints))
+
+    def discrete_residual(self, t0, q0, dt, dq):
+        return jnp.concatenate([c.discrete_residual(t0, q0, dt, dq) for c in self.constraints])
 
 
 class Subspace(eqx.Module):

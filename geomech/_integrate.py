@@ -26,6 +26,7 @@ from ._solver._projection import Projection
 from ._stabilization import AbstractStabilization, as_stabilization
 from ._stages import assemble
 from ._system import LagrangianSystem
+from ._system_integrator import AbstractSystemIntegrator
 
 
 class ConstrainedField(eqx.Module):
@@ -133,7 +134,7 @@ def simulate(
     t1: RealScalarLike,
     *,
     solver: AbstractSolver = Projection(),  # noqa: B008 (immutable modules)
-    integrator: diffrax.AbstractSolver = diffrax.Tsit5(),  # noqa: B008 (immutable modules)
+    integrator: diffrax.AbstractSolver | AbstractSystemIntegrator = diffrax.Tsit5(),  # noqa: B008
     saveat: diffrax.SaveAt = diffrax.SaveAt(t1=True),  # noqa: B008 (immutable modules)
     rtol: float | None = None,
     atol: float | None = None,
@@ -160,7 +161,8 @@ def simulate(
     - `t0`, `t1`: the interval.
     - `solver`: the principle giving $a_R$ (`gm.Projection()`, `gm.Gauss()`, ...).
     - `integrator`: any diffrax ODE solver, explicit or implicit (`diffrax.Tsit5()`,
-        `diffrax.Kvaerno5()`).
+        `diffrax.Kvaerno5()`), or a geometric integrator built from the system itself
+        (`gm.VariationalIntegrator()`, fixed step `dt0`; `solver` is then not used).
     - `saveat`: a `diffrax.SaveAt` (`t0`, `t1`, `ts`, `steps`).
     - `rtol`, `atol`: tolerances of the default `diffrax.PIDController` (`1e-8` each when not
         given); an error together with `stepsize_controller`.
@@ -185,6 +187,10 @@ def simulate(
     """
     batched = system.check_state(y0, t0)
     check_solver(system, solver)
+    if isinstance(integrator, AbstractSystemIntegrator):  # its diffrax solver carries the system
+        integrator = integrator.bind(
+            system, dt0=dt0, stepsize_controller=stepsize_controller, stabilization=stabilization
+        )
     stabilization = as_stabilization(stabilization)
     project = stabilization.state_projection(system)
     options = solve_options(

@@ -1,0 +1,338 @@
+"""Variational integrators of discrete mechanics: RATTLE-type for holonomic constraints and the
+discrete Lagrange–d'Alembert (DLA) integrator for constraints linear in the velocities.
+
+References, cited by their tags in the comments:
+
+- [MW] J. E. Marsden, M. West, *Discrete mechanics and variational integrators*, Acta Numerica 10
+    (2001) 357–514: discrete Lagrangian, discrete Euler–Lagrange (DEL) equations and Legendre
+    transforms (Part 1), quadrature discrete Lagrangians (Part 2), discrete forces (§3.2) and
+    holonomic constraints (§3.5).
+- [CM] J. Cortés, S. Martínez, *Non-holonomic integrators*, Nonlinearity 14 (2001) 1365–1392: the
+    discrete Lagrange–d'Alembert (DLA) equations.
+- [MP] R. I. McLachlan, M. Perlmutter, *Integrators for nonholonomic mechanical systems*,
+    J. Nonlinear Sci. 16 (2006) 283–328: DLA with a discrete constraint $\\omega_d = 0$.
+- [HLW] E. Hairer, C. Lubich, G. Wanner, *Geometric Numerical Integration*, 2nd ed. (2006),
+    §VII.1 (RATTLE) and §VI.6 (variational integrators).
+- [LR] B. Leimkuhler, S. Reich, *Simulating Hamiltonian Dynamics* (2004), ch. 7 (RATTLE).
+
+One step $(t_k, q_k, v_k) \\mapsto (t_{k+1}, q_{k+1}, v_{k+1})$ on $\\mathcal{C}$,
+$h = t_{k+1} - t_k$:
+
+1. $p_k = \\partial L/\\partial v(t_k, q_k, v_k)$ (Legendre map, thesis (2.3));
+2. solve for $(q_{k+1}, \\lambda)$:
+   $p_k + D_1L_d(q_k, q_{k+1}) + f_d^-(q_k, q_{k+1}) = A(t_k, q_k)^\\top\\lambda$ and
+   $\\phi_d(q_k, q_{k+1}) = 0$;
+3. $p_{k+1}^+ = D_2L_d(q_k, q_{k+1}) + f_d^+(q_k, q_{k+1})$ (discrete Legendre transform);
+4. solve for $(v_{k+1}, \\mu)$: $\\partial L/\\partial v(t_{k+1}, q_{k+1}, v_{k+1}) = p_{k+1}^+ +
+   A(t_{k+1}, q_{k+1})^\\top\\mu$ and $\\phi(t_{k+1}, q_{k+1}, v_{k+1}) = 0$.
+
+$A = \\partial\\phi/\\partial v$ holds the constraint covectors ($Dh$ for holonomic rows). The
+multiplier $\\lambda$ of step 2 absorbs the $A^\\top\\mu$ of step 4, so the positions are exactly
+those of the two-step equations $D_2L_d(q_{k-1}, q_k) + f_d^+ + D_1L_d(q_k, q_{k+1}) + f_d^-
+\\in \\operatorname{span} A(q_k)^\\top$, $\\phi_d(q_k, q_{k+1}) = 0$: the constrained DEL equations
+([MW] §3.5; SHAKE/RATTLE, [HLW] VII.1, [LR] ch. 7) and the DLA equations ([CM], [MP]); step 4 only
+chooses the velocity on $\\mathcal{C}$ among those with the same discrete momentum modulo the
+constraint covectors (RATTLE's projection of the momentum).
+"""
+
+import functools
+from typing import ClassVar
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.tree_util as jtu
+import optimistix as optx
+from jaxtyping import Array, Float
+
+from ._bundle import State
+from ._system import LagrangianSystem
+from ._system_integrator import AbstractSystemIntegrator
+
+_QUADRATURES = ("midpoint", "trapezoid")
+
+
+class VariationalIntegrator(AbstractSystemIntegrator):
+    """A variational integrator of discrete mechanics, for `gm.simulate(..., integrator=...)` with a
+    fixed step `dt0`.
+
+    The discrete Lagrangian $L_d(q_k, q_{k+1}) \\approx \\int_{t_k}^{t_{k+1}} L\\,dt$ comes from the
+    user's $L$ by a quadrature ([MW] Part 2), with $h = t_{k+1} - t_k$ and
+    $\\bar v = (q_{k+1} - q_k)/h$:
+
+    - `"midpoint"`: $L_d = h\\,L(t_{k+1/2}, \\tfrac12(q_k + q_{k+1}), \\bar v)$;
+    - `"trapezoid"`: $L_d = \\tfrac h2[L(t_k, q_k, \\bar v) + L(t_{k+1}, q_{k+1}, \\bar v)]$
+        (Störmer–Verlet / RATTLE for $L = \\tfrac12 v^\\top M v - V(q)$).
+
+    External forces $F^e$ enter by the discrete Lagrange–d'Alembert principle ([MW] §3.2) with
+    the same quadrature: $f_d^\\pm = \\tfrac h2 F^e(t_{k+1/2}, \\tfrac12(q_k + q_{k+1}), \\bar v)$
+    (midpoint), $f_d^- = \\tfrac h2 F^e(t_k, q_k, \\bar v)$,
+    $f_d^+ = \\tfrac h2 F^e(t_{k+1}, q_{k+1}, \\bar v)$ (trapezoid).
+
+    Constraints:
+
+    - holonomic $h(q) = 0$ (`gm.HolonomicConstraint`): the constrained discrete Euler–Lagrange
+        equations with discrete multipliers and $h(q_{k+1}) = 0$ ([MW] §3.5), velocities on the
+        hidden constraint $Dh\\,v = 0$ (RATTLE, [HLW] VII.1, [LR] ch. 7);
+    - linear in $v$, $A(q)v + c(q) = 0$ (`gm.LinearConstraint`): the discrete Lagrange–d'Alembert
+        equations of [CM] (constraint covectors at $q_k$) with the midpoint discrete constraint
+        $\\omega_d = A(q_{k+1/2})\\,\\bar v + c(q_{k+1/2}) = 0$ ([MP]);
+    - stacks of both (rows keep their kind).
+
+    Constraints nonlinear in $v$ (`gm.Constraint`), $\\mathcal{W} \\ne \\mathcal{D}$ (`work_space`)
+    and known work (`known_work`) have no variational discretization here: `simulate` raises.
+
+    Every saved state lies on $\\mathcal{C}$: positions on $h = 0$ and velocities on $\\phi = 0$ to
+    the root finder's tolerance, at every step. `SaveAt(ts=...)` between two steps takes a
+    partial variational step from the last step (so those states lie on $\\mathcal{C}$ too, with
+    the integrator's accuracy; each such saved time costs one more step).
+
+    Each step solves two small nonlinear systems (positions and multipliers, then velocities
+    and multipliers) with an optimistix Newton-type method; gradients through a simulation use
+    implicit differentiation of these solves (`optimistix.ImplicitAdjoint`). A step whose
+    solve does not converge ends that trajectory with `Solution.result ==
+    diffrax.RESULTS.nonlinear_max_steps_reached` (iteration cap) or `nonlinear_divergence`
+    (iterates diverged), keeping its last state; the other trajectories of an ensemble are
+    unaffected.
+
+    **Arguments:**
+
+    - `quadrature`: `"midpoint"` (default) or `"trapezoid"`.
+    - `root_finder`: an `optimistix` root finder for the two solves of a step. The default,
+        `optimistix.Chord(rtol=tol, atol=tol)` with $\\mathrm{tol} = \\varepsilon^{2/3}$ of the
+        state's dtype (3.7e-11 in float64, 2.4e-5 in float32), is Newton's method with the
+        Jacobian (and its LU factorization) of the first iterate: the velocity solve is linear
+        for $L$ quadratic in $v$, and the position solve starts $O(h^2)$ from its root, so the
+        frozen Jacobian converges in 4 to 6 cheap iterations (2 for the velocities). Pass
+        `optimistix.Newton(rtol=..., atol=...)` to refactorize at every iteration. Iterations
+        stop when two iterates differ by less than `atol + rtol * |y|` (max norm) and the
+        residual is below `atol`, momentum rows relative to $1 + |p|_\\infty$ and constraint
+        rows relative to $1 + |v|_\\infty$ (as `gm.on_constraint`).
+    - `max_steps`: the cap on iterations per solve (default 16).
+    """
+
+    quadrature: str = eqx.field(default="midpoint", static=True)
+    root_finder: optx.AbstractRootFinder | None = None
+    max_steps: int = eqx.field(default=16, static=True)
+
+    def __check_init__(self):
+        if self.quadrature not in _QUADRATURES:
+            raise ValueError(
+                f"quadrature must be 'midpoint' or 'trapezoid', got {self.quadrature!r}."
+            )
+        if not (isinstance(self.max_steps, int) and self.max_steps >= 1):
+            raise ValueError(f"max_steps must be a positive int, got {self.max_steps!r}.")
+        if self.root_finder is not None and not isinstance(
+            self.root_finder, optx.AbstractRootFinder
+        ):
+            raise TypeError(
+                "root_finder must be an optimistix root finder such as "
+                f"optimistix.Newton(rtol=1e-12, atol=1e-12), got {self.root_finder!r}."
+            )
+
+    def bind(self, system, *, dt0, stepsize_controller, stabilization) -> "DiscreteMechanicsSolver":
+        if not isinstance(system, LagrangianSystem):
+            raise TypeError(f"expected a gm.LagrangianSystem, got {type(system).__name__}.")
+        if stabilization is not None:
+            raise ValueError(
+                "stabilization is not used by gm.VariationalIntegrator: its discrete equations "
+                "keep positions on h = 0 and velocities on phi = 0 at every step. Leave "
+                "stabilization=None."
+            )
+        if isinstance(stepsize_controller, diffrax.AbstractAdaptiveStepSizeController):
+            raise ValueError(
+                "gm.VariationalIntegrator takes fixed steps (it has no error estimate, and its "
+                "long-time properties need a fixed step): pass dt0 and no adaptive "
+                "stepsize_controller (diffrax.ConstantStepSize() or diffrax.StepTo(ts) are fine)."
+            )
+        if dt0 is None and not isinstance(stepsize_controller, diffrax.StepTo):
+            raise ValueError(
+                "gm.VariationalIntegrator needs a fixed step: pass dt0 (e.g. dt0=1e-2) to simulate."
+            )
+        if system.work_space is not None:
+            raise ValueError(
+                "gm.VariationalIntegrator implements ideal constraints (W = D, the "
+                "Lagrange-d'Alembert principle); this system has a work_space W != D, which has no "
+                "variational discretization here: use a diffrax integrator."
+            )
+        if system.known_work is not None:
+            raise ValueError(
+                "gm.VariationalIntegrator implements ideal constraints; this system has known_work "
+                "(non-ideal constraints, thesis §5.2), which has no variational discretization "
+                "here: use a diffrax integrator."
+            )
+        return DiscreteMechanicsSolver(system, self.quadrature, self.root_finder, self.max_steps)
+
+
+class DiscreteMechanicsSolver(diffrax.AbstractSolver):
+    """The diffrax solver of `VariationalIntegrator.bind(system)`: fixed steps of the discrete
+    flow on $\\mathcal{C}$ (see the module docstring), state `gm.State(q, v)`, no error estimate.
+
+    It evaluates the system's Lagrangian, not the diffrax term (whose `contr` only gives the
+    signed step, so backward integration works).
+    """
+
+    system: LagrangianSystem
+    quadrature: str = eqx.field(static=True)
+    root_finder: optx.AbstractRootFinder | None
+    max_steps: int = eqx.field(static=True)
+
+    term_structure: ClassVar = diffrax.AbstractTerm
+
+    @property
+    def interpolation_cls(self):  # pyright: ignore
+        return functools.partial(_PartialStepInterpolation, solver=self)
+
+    def order(self, terms):
+        return 2
+
+    def init(self, terms, t0, t1, y0, args):
+        if not isinstance(y0, State):  # e.g. the augmented state of BacksolveAdjoint
+            raise TypeError(
+                "gm.VariationalIntegrator steps a gm.State(q, v) with its discrete equations "
+                f"and cannot integrate a {type(y0).__name__}: diffrax.BacksolveAdjoint (which "
+                "solves an adjoint ODE with the same solver) is not supported; use the default "
+                "diffrax.RecursiveCheckpointAdjoint, which differentiates each step implicitly."
+            )
+        return None
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        del args, solver_state, made_jump  # a one-step map of (q, v): nothing carried
+        # diffrax runs time forwards: for t1 < t0 it negates t and wraps the term, whose control
+        # is then the physical signed step
+        dt = terms.contr(t0, t1)
+        direction = jnp.where(dt < 0, -1, 1).astype(jnp.result_type(dt))
+        y1, result = self.discrete_flow(direction * t0, y0, dt)
+        dense_info = dict(y0=y0, y1=y1, direction=direction, ok=diffrax.is_successful(result))
+        return y1, None, dense_info, None, result
+
+    def func(self, terms, t0, y0, args):
+        return terms.vf(t0, y0, args)
+
+    # -- the discrete mechanics ------------------------------------------------------------------
+
+    def discrete_lagrangian(self, t0, q0, dt, dq) -> Float[Array, ""]:
+        """$L_d(q_0, q_0 + \\Delta q)$ over $[t_0, t_0 + \\Delta t]$ ([MW] Part 2), written in the
+        increment $\\Delta q$ so that $\\bar v = \\Delta q/\\Delta t$ has no cancellation."""
+        L, v = self.system.L, dq / dt
+        if self.quadrature == "midpoint":
+            return dt * L(t0 + dt / 2, q0 + dq / 2, v)  # midpoint rule
+        return dt / 2 * (L(t0, q0, v) + L(t0 + dt, q0 + dq, v))  # trapezoidal rule
+
+    def discrete_forces(self, t0, q0, dt, dq) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
+        """$(f_d^-, f_d^+)$: the same quadrature of $\\int F^e\\cdot\\delta q\\,dt$ with $\\delta q$
+        linear on the step ([MW] §3.2)."""
+        F, v = self.system.external_force, dq / dt
+        if self.quadrature == "midpoint":
+            f = dt / 2 * F(t0 + dt / 2, q0 + dq / 2, v)
+            return f, f
+        return dt / 2 * F(t0, q0, v), dt / 2 * F(t0 + dt, q0 + dq, v)
+
+    def constraint_covectors(self, t, q, v) -> Float[Array, "k n"]:
+        """$A = \\partial\\phi/\\partial v$ (rows $Dh$ for holonomic constraints; independent of $v$
+        for the constraints accepted here)."""
+        system = self.system
+        return jax.jacfwd(lambda v_: system.constraint_residual(State(q, v_), t))(v)
+
+    def discrete_flow(self, t0, y0: State, dt) -> tuple[State, diffrax.RESULTS]:
+        """One step from `y0` at time `t0` by the signed step `dt`: the new `State` (`y0` itself if
+        a solve failed) and the result code."""
+        system, root_finder = self.system, self.root_finder
+        if root_finder is None:  # simplified Newton at a tolerance near round-off
+            tol = float(jnp.finfo(y0.q.dtype).eps) ** (2 / 3)
+            root_finder = optx.Chord(rtol=tol, atol=tol)
+        solve = functools.partial(
+            optx.root_find, solver=root_finder, max_steps=self.max_steps, throw=False
+        )
+        q0, v0 = y0.q, y0.v
+        t1 = t0 + dt
+        p0 = system.momentum(y0, t0)  # Legendre map (2.3)
+        A0 = self.constraint_covectors(t0, q0, v0)
+        scale_p = jax.lax.stop_gradient(1 + jnp.max(jnp.abs(p0)))
+        scale_c = jax.lax.stop_gradient(1 + jnp.max(jnp.abs(v0)))
+        constraint = system.constraint
+
+        def position_equations(y, args):
+            dq, lam = y
+            t0_, q0_, p0_, dt_, A0_ = args
+            # D1 L_d = ∂_{q0} L_d|_{Δq} − ∂_{Δq} L_d, D2 L_d = ∂_{Δq} L_d (increment form)
+            dLd_q0, dLd_dq = jax.grad(self.discrete_lagrangian, argnums=(1, 3))(t0_, q0_, dt_, dq)
+            f_minus, _ = self.discrete_forces(t0_, q0_, dt_, dq)
+            # p_k + D1 L_d + f_d^- = A(q_k)^T λ: forced, constrained DEL / DLA in
+            # position-momentum form ([MW] §3.2, §3.5; [CM]; [MP])
+            r_p = (p0_ + dLd_q0 - dLd_dq + f_minus - A0_.T @ lam) / scale_p
+            if constraint is None:
+                return r_p, lam
+            # φ_d(q_k, q_{k+1}) = 0: h(q_{k+1}) on holonomic rows, the midpoint ω_d on linear ones
+            r_c = constraint.discrete_residual(t0_, q0_, dt_, dq) / scale_c
+            return r_p, r_c
+
+        k, dtype = A0.shape[0], q0.dtype
+        guess = (dt * v0, jnp.zeros((k,), dtype))
+        positions = solve(position_equations, y0=guess, args=(t0, q0, p0, dt, A0))
+        dq = positions.value[0]
+        q1 = q0 + dq
+        _, dLd_dq = jax.grad(self.discrete_lagrangian, argnums=(1, 3))(t0, q0, dt, dq)
+        p1 = dLd_dq + self.discrete_forces(t0, q0, dt, dq)[1]  # F^+L_d, forced ([MW] §3.2)
+        A1 = self.constraint_covectors(t1, q1, dq / dt)
+
+        def velocity_equations(y, args):
+            v, mu = y
+            t1_, q1_, p1_, A1_ = args
+            state = State(q1_, v)
+            # ∂L/∂v(q_{k+1}, v_{k+1}) = p^+_{k+1} + A(q_{k+1})^T μ, φ(q_{k+1}, v_{k+1}) = 0:
+            # the projection of RATTLE ([HLW] VII.1, [LR] ch. 7), inverse Legendre map (2.3)
+            r_p = (system.momentum(state, t1_) - p1_ - A1_.T @ mu) / scale_p
+            return r_p, system.constraint_residual(state, t1_) / scale_c
+
+        guess = (2 * dq / dt - v0, jnp.zeros((k,), dtype))  # (v_k + v_{k+1})/2 ≈ Δq/h
+        velocities = solve(velocity_equations, y0=guess, args=(t1, q1, p1, A1))
+        result = _step_result(positions.result, velocities.result)
+        y1 = State(q1, velocities.value[0])
+        ok = diffrax.is_successful(result)
+        return jtu.tree_map(lambda a, b: jnp.where(ok, a, b), y1, y0), result
+
+
+def _step_result(*solves: optx.RESULTS) -> diffrax.RESULTS:
+    """`successful` if every solve converged, else `nonlinear_max_steps_reached` (iteration cap)
+    or `nonlinear_divergence` (any other failure, e.g. iterates running to inf/NaN)."""
+    R = diffrax.RESULTS
+    ok = functools.reduce(jnp.logical_and, [r == optx.RESULTS.successful for r in solves])
+    capped = functools.reduce(
+        jnp.logical_or, [r == optx.RESULTS.nonlinear_max_steps_reached for r in solves]
+    )
+    failed = R.where(capped, R.nonlinear_max_steps_reached, R.nonlinear_divergence)
+    return R.where(ok, R.successful, failed)
+
+
+class _PartialStepInterpolation(diffrax.AbstractLocalInterpolation):
+    """Dense output of `DiscreteMechanicsSolver`: $y(t)$ inside a step is a variational step of
+    length $t - t_k$ from $y_k$, so it lies on $\\mathcal{C}$. `inf` after the start of a failed
+    step (not reached); linear interpolation if that partial step itself failed to converge."""
+
+    t0: Array
+    t1: Array
+    y0: State
+    y1: State
+    direction: Array
+    ok: Array
+    solver: DiscreteMechanicsSolver
+
+    def evaluate(self, t0, t1=None, left=True):
+        del left
+        if t1 is not None:
+            return jtu.tree_map(lambda a, b: a - b, self.evaluate(t1), self.evaluate(t0))
+        s, full = t0 - self.t0, self.t1 - self.t0  # normalized (increasing) time
+        inside = (s > 0) & (s < full)
+        s_safe = jnp.where(inside, s, full)  # no zero-length step, even in unused branches
+        y, result = self.solver.discrete_flow(
+            self.direction * self.t0, self.y0, self.direction * s_safe
+        )
+        c = s_safe / full
+        linear = jtu.tree_map(lambda a, b: a + c * (b - a), self.y0, self.y1)
+        converged = diffrax.is_successful(result)
+        y = jtu.tree_map(lambda a, b: jnp.where(converged, a, b), y, linear)
+        y = jtu.tree_map(lambda a, b: jnp.where(s >= full, b, a), y, self.y1)
+        y = jtu.tree_map(lambda a: jnp.where(self.ok, a, jnp.inf), y)
+        return jtu.tree_map(lambda a, b: jnp.where(s <= 0, b, a), y, self.y0)
