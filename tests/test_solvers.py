@@ -6,11 +6,14 @@ from typing import NamedTuple
 
 import diffrax
 import equinox as eqx
+import hypothesis.extra.numpy as hnp
+import hypothesis.strategies as st
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference as ref
+from hypothesis import given, settings
 from model_problems import problem as model_problem
 from random_systems import perturbed_states, random_case, user_basis
 
@@ -168,6 +171,24 @@ def test_every_solver_matches_reference(name):
     assert_rows_close(CT_lam, R.Fc - R.F0, ref.TOL, "C^T lambda")
     if case(name).problem.W_basis is None:  # C is the user's (or A): lambda itself is defined
         assert_rows_close(extra["lam"], R.lam, ref.TOL, "lambda")
+
+
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(
+    hnp.arrays(np.float64, (2, 4, 5), elements=st.floats(-0.6, 0.6)),
+    st.floats(0.0, 2.0),
+)
+def test_states_drawn_by_hypothesis_match_reference(d, t):
+    """Property: at any state near the mixed random case's (off C; holonomic, affine and nonlinear
+    rows, W by a basis, known work, time dependent), Projection, Kane and the multipliers equal the
+    reference (the compiled batch of four states is reused)."""
+    c = case("random_mixed")
+    states = gm.State(c.states.q[0] + d[0], c.states.v[0] + d[1])
+    ts = jnp.full((4,), t)
+    _, accs, _ = _solve_all(c.system, states, ts, solvers_for("random_mixed"))
+    R = ref.solve(c.problem, ts, states.q, states.v)
+    for key in ("projection", "kane", "multipliers"):
+        assert_rows_close(accs[key], R.a, ref.TOL, key)
 
 
 @pytest.mark.parametrize("name", CASES)
