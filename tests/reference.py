@@ -16,17 +16,19 @@ and solves for the acceleration with **NumPy** from three textbook formulas:
 - d'Alembert's principle with a basis $E$ of $\\mathcal{W}$: the square system
   $E^\\top(M a - Q - F^0) = 0$, $A a = b$ (thesis Cor. 1, (3.24); (5.43)).
 
-The only use of JAX is to *evaluate* the user's (JAX) functions at a batch of points
-(`jax.vmap` of the function itself, no transformation of its derivatives).
+JAX is used only to *evaluate* the user's (JAX) functions at a batch of points (`jax.vmap` and
+`jit` of the function itself, never a derivative); Equinox only to hold the functions as a PyTree.
 
 Finite differences: for $x = (t, q, v)$ every derivative is a central difference along one or two
 directions, $D_1(h) = [f(x + hd) - f(x - hd)]/2h$ or
 $D_2(h) = [f(x + h(d_1 + d_2)) - f(x + h(d_1 - d_2)) - f(x - h(d_1 - d_2)) + f(x - h(d_1 + d_2))]/4h^2$,
 whose errors are even in $h$, extrapolated by Richardson over $h_j = h_0 2^{-j}$, $j < J$
-(truncation $O(h_0^{2J})$). With $h_0 = 0.1$, $J = 4$ the measured relative error of $M$, $Q$, $A$,
-$b$ and of $a_R$ against autodiff is $\\lesssim 10^{-10}$ on the random systems and models of the
-tests (`test_reference.py::test_finite_differences_accuracy`); tests compare with a tolerance of
-`TOL = 1e-8` (relative), two orders above that.
+(truncation $O(h_0^{2J})$; round-off $\\sim \\epsilon |f| / h_{J-1}^2$ for second differences). With
+$h_0 = 0.05$, $J = 4$ the measured relative error of $M$, $Q$, $A$, $b$ and of $a_R$ against autodiff
+is $\\lesssim 10^{-10}$ on the random systems of the tests (asserted $\\le 10^{-9}$ by
+`test_reference.py::test_finite_differences_accuracy`; $h_0 = 0.1$ or $J = 6$ gave $\\sim 10^{-9}$).
+Comparisons with this reference use `TOL = 1e-8` (relative), above that with a margin, and far below
+the $O(1)$ relative change a wrong sign or factor in any term makes.
 
 The quantities:
 
@@ -109,8 +111,8 @@ _STEPS = H0 / 2.0 ** np.arange(LEVELS)
 
 
 def _stencil(x, d1, d2):
-    """Points `(S, P, D)` and weights `(P,)` (before the `1/h^p` scale) of the difference along
-    `d1` (and `d2`) at the points `x` `(S, D)`; `d1`, `d2` are `(S, D)`."""
+    """Points `(S, P, D)` and weights `(P,)` (Richardson coefficients and $1/h^p$ included) of the
+    difference along `d1` (and `d2`) at the points `x` `(S, D)`; `d1`, `d2` are `(S, D)`."""
     pts, w = [], []
     for j, h in enumerate(_STEPS):
         if d2 is None:
