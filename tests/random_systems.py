@@ -53,8 +53,8 @@ class RandomLagrangian(eqx.Module):
 
 
 class RandomConstraint(eqx.Module):
-    """$\\phi(q, v) = G(q) v + \\varepsilon\\,\\tanh(P v)^2 \\cdot 1 + c\\,\\sin(q) - \\phi_0$, shifted so
-    that the chosen state lies on $\\mathcal{C}$."""
+    """$\\phi(q, v) = G(q) v + \\varepsilon\\,\\tanh(P v)^2 \\cdot 1 + c\\,\\sin(q) - \\phi_0$,
+    shifted so that the chosen state lies on $\\mathcal{C}$."""
 
     G0: jax.Array
     G1: jax.Array
@@ -115,7 +115,8 @@ class RandomKnownWork(eqx.Module):
 
 
 class RandomHolonomic(eqx.Module):
-    """$h(t, q) = w \\cdot \\sin q + \\tfrac12 q^\\top H q + 0.3\\,t\\,(c \\cdot q) - h_0$ (one row)."""
+    """One row: $h(t, q) = w \\cdot \\sin q + \\tfrac12 q^\\top H q + 0.3\\,t\\,(c \\cdot q)
+    - h_0$."""
 
     w: jax.Array
     H: jax.Array
@@ -192,8 +193,19 @@ class RandomCase(NamedTuple):
 
 
 def random_case(
-    seed, n=4, k=2, *, generalized=True, time_dependent=False, force=True, t=0.3,
-    known_work=False, holonomic=False, affine=False, work_space="annihilator", symmetric=False,
+    seed,
+    n=4,
+    k=2,
+    *,
+    generalized=True,
+    time_dependent=False,
+    force=True,
+    t=0.3,
+    known_work=False,
+    holonomic=False,
+    affine=False,
+    work_space="annihilator",
+    symmetric=False,
 ) -> RandomCase:
     """A random system, a state on its constraint manifold at time `t`, the same functions as a
     `reference.Problem`, and the symmetry action (or `None`).
@@ -205,10 +217,14 @@ def random_case(
     t_eval = t if td else 0.0
     rng = np.random.default_rng(seed)
     r = lambda *s: jnp.asarray(rng.normal(size=s))
-    lag = RandomLagrangian(0.5 * r(n, n), 0.3 * r(n, n, n), r(n, n), jnp.eye(n) + 0.1 * r(n, n) @ r(n, n).T, td)
+    lag = RandomLagrangian(
+        0.5 * r(n, n), 0.3 * r(n, n, n), r(n, n), jnp.eye(n) + 0.1 * r(n, n) @ r(n, n).T, td
+    )
     q, v = r(n), r(n)
     k_v = k - int(holonomic) - int(affine)
-    con = RandomConstraint(r(k_v, n) + jnp.eye(k_v, n), 0.3 * r(n, k_v, n), r(k_v, n), jnp.zeros(k_v), td)
+    con = RandomConstraint(
+        r(k_v, n) + jnp.eye(k_v, n), 0.3 * r(n, k_v, n), r(k_v, n), jnp.zeros(k_v), td
+    )
     C0 = C1 = Fm = None
     if generalized:
         C0, C1 = r(k, n), 0.3 * r(n, k, n)
@@ -226,7 +242,9 @@ def random_case(
         ref_rows.append(ref.Position(TQV(hol, td)))
     if affine:
         aff = RandomAffineRows(r(n) + jnp.eye(n)[int(holonomic)], r(n), jnp.zeros(1), td)
-        aff = eqx.tree_at(lambda c: c.offset, aff, aff.A(*([t_eval] if td else []), q) @ v + aff.c_raw(t_eval, q))
+        aff = eqx.tree_at(
+            lambda c: c.offset, aff, aff.A(*([t_eval] if td else []), q) @ v + aff.c_raw(t_eval, q)
+        )
         rows.append(gm.LinearConstraint(aff.A, aff.c))
         ref_rows.append(ref.Velocity(AffinePhi(TQV(aff.A, td), TQV(aff.c, td))))
     con = eqx.tree_at(lambda c: c.offset, con, con.raw(t_eval, q, v))
@@ -245,7 +263,9 @@ def random_case(
     if symmetric:
         u = np.array(r(n))
         u /= np.linalg.norm(u)
-        lag = eqx.tree_at(lambda L: L.P, lag, jnp.asarray(np.outer(u, u)), is_leaf=lambda x: x is None)
+        lag = eqx.tree_at(
+            lambda L: L.P, lag, jnp.asarray(np.outer(u, u)), is_leaf=lambda x: x is None
+        )
         T = jnp.linalg.qr(jnp.asarray(u)[:, None], mode="complete")[0][:, 1:]  # translations ⟂ u
         action = gm.LieAlgebraAction(ConstantGenerators(T))
     constraint = rows[0] if len(rows) == 1 else gm.Constraint.stack(rows)
@@ -253,8 +273,11 @@ def random_case(
         lag, force=F, constraint=constraint, work_space=ws, known_work=F0, time_dependent=td
     )
     problem = ref.Problem(
-        TQV(lag, td), tuple(ref_rows), force=None if F is None else TQV(F, td),
-        known_work=None if F0 is None else TQV(F0, td), **(W_ref or {}),
+        TQV(lag, td),
+        tuple(ref_rows),
+        force=None if F is None else TQV(F, td),
+        known_work=None if F0 is None else TQV(F0, td),
+        **(W_ref or {}),
     )
     return RandomCase(system, gm.State(q, v), t, problem, action)
 
@@ -280,10 +303,10 @@ def perturbed_states(state, t, count, seed, scale=0.3, dt=0.25):
 
 
 class UserBasis(eqx.Module):
-    """A user's basis of $\\mathcal{W}$ for `gm.Kane(basis=...)`, built from a `reference.Problem`:
-    its `W_basis`, or the null space of $C$ (of $\\partial\\phi/\\partial v$ and $\\partial h/\\partial q$
-    when $\\mathcal{W} = \\mathcal{D}$, by `jax.jacfwd`), mixed by `R` so that it is not orthonormal.
-    Called as `fn(q, v)` or `fn(t, q, v)`."""
+    """A user's basis of $\\mathcal{W}$ for `gm.Kane(basis=...)`, built from a
+    `reference.Problem`: its `W_basis`, or the null space of $C$ (of $\\partial\\phi/\\partial v$
+    and $\\partial h/\\partial q$ when $\\mathcal{W} = \\mathcal{D}$, by `jax.jacfwd`), mixed by `R`
+    so that it is not orthonormal. Called as `fn(q, v)` or `fn(t, q, v)`."""
 
     problem: ref.Problem
     R: jax.Array
@@ -296,13 +319,16 @@ class UserBasis(eqx.Module):
         if p.annihilator is not None:
             C = jnp.atleast_2d(p.annihilator(t, q, v))
         else:
-            C = jnp.concatenate([
-                jnp.atleast_2d(
-                    jax.jacfwd(c.phi, argnums=2)(t, q, v) if isinstance(c, ref.Velocity)
-                    else jax.jacfwd(c.h, argnums=1)(t, q)
-                )
-                for c in p.constraints
-            ])
+            C = jnp.concatenate(
+                [
+                    jnp.atleast_2d(
+                        jax.jacfwd(c.phi, argnums=2)(t, q, v)
+                        if isinstance(c, ref.Velocity)
+                        else jax.jacfwd(c.h, argnums=1)(t, q)
+                    )
+                    for c in p.constraints
+                ]
+            )
         return jnp.linalg.qr(C.T, mode="complete")[0][:, C.shape[0] :] @ self.R
 
 

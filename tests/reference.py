@@ -9,10 +9,11 @@ and solves for the acceleration with **NumPy** from three textbook formulas:
   (seed 001; thesis (3.24) with $F^c = F^0 + C^\\top\\lambda$, §5.2);
 - the Udwadia–Kalaba formula (thesis (5.10)–(5.11), Udwadia & Kalaba 2001): with $B = A M^{-1/2}$
   and its Moore–Penrose inverse $B^+$,
-  $a = a_U + M^{-1/2}\\big(B^+(b - A a_U) + (I - B^+B)M^{-1/2}F^0\\big)$ for $\\mathcal{W} = \\mathcal{D}$;
+  $a = a_U + M^{-1/2}\\big(B^+(b - A a_U) + (I - B^+B)M^{-1/2}F^0\\big)$ for
+  $\\mathcal{W} = \\mathcal{D}$;
   for $\\mathcal{W} = \\ker C \\ne \\mathcal{D}$, $B^+$ is replaced by the oblique inverse
-  $\\hat C^\\top(B\\hat C^\\top)^{-1}$, $\\hat C = C M^{-1/2}$ (equal to $B^+$ when $C = A$), and $a_U$ by
-  $a_{\\bar U} = M^{-1}(Q + F^0)$;
+  $\\hat C^\\top(B\\hat C^\\top)^{-1}$, $\\hat C = C M^{-1/2}$ (equal to $B^+$ when $C = A$), and
+  $a_U$ by $a_{\\bar U} = M^{-1}(Q + F^0)$;
 - d'Alembert's principle with a basis $E$ of $\\mathcal{W}$: the square system
   $E^\\top(M a - Q - F^0) = 0$, $A a = b$ (thesis Cor. 1, (3.24); (5.43)).
 
@@ -20,21 +21,23 @@ JAX is used only to *evaluate* the user's (JAX) functions at a batch of points (
 `jit` of the function itself, never a derivative); Equinox only to hold the functions as a PyTree.
 
 Finite differences: for $x = (t, q, v)$ every derivative is a central difference along one or two
-directions, $D_1(h) = [f(x + hd) - f(x - hd)]/2h$ or
-$D_2(h) = [f(x + h(d_1 + d_2)) - f(x + h(d_1 - d_2)) - f(x - h(d_1 - d_2)) + f(x - h(d_1 + d_2))]/4h^2$,
+directions, $D_1(h) = [f(x + hd) - f(x - hd)]/2h$ or $D_2(h) = [f(x + h(d_1 + d_2))
+- f(x + h(d_1 - d_2)) - f(x - h(d_1 - d_2)) + f(x - h(d_1 + d_2))]/4h^2$,
 whose errors are even in $h$, extrapolated by Richardson over $h_j = h_0 2^{-j}$, $j < J$
-(truncation $O(h_0^{2J})$; round-off $\\sim \\epsilon |f| / h_{J-1}^2$ for second differences). With
-$h_0 = 0.05$, $J = 4$ the measured relative error of $M$, $Q$, $A$, $b$ and of $a_R$ against autodiff
-is $\\lesssim 10^{-10}$ on the random systems of the tests (asserted $\\le 10^{-9}$ by
+(truncation $O(h_0^{2J})$; round-off $\\sim \\epsilon |f| / h_{J-1}^2$ for second differences).
+With $h_0 = 0.05$, $J = 4$ the measured relative error of $M$, $Q$, $A$, $b$ and of $a_R$ against
+autodiff is $\\lesssim 10^{-10}$ on the random systems of the tests (asserted $\\le 10^{-9}$ by
 `test_reference.py::test_finite_differences_accuracy`; $h_0 = 0.1$ or $J = 6$ gave $\\sim 10^{-9}$).
 Comparisons with this reference use `TOL = 1e-8` (relative), above that with a margin, and far below
 the $O(1)$ relative change a wrong sign or factor in any term makes.
 
 The quantities:
 
-- $M = \\partial^2 L/\\partial v\\partial v$; $Q = \\partial L/\\partial q - \\frac{d}{ds}\\partial L/\\partial v\\,
-  (t + s, q + s v, v)|_{s=0} + F^e$ (the Euler–Lagrange equations $\\frac{d}{dt}\\partial_v L - \\partial_q L = F^e$
-  with $\\frac{d}{dt}\\partial_v L = M a + \\frac{d}{ds}\\partial_v L(t + s, q + sv, v)$);
+- $M = \\partial^2 L/\\partial v\\partial v$;
+  $Q = \\partial L/\\partial q - \\frac{d}{ds}\\partial L/\\partial v\\,(t + s, q + s v, v)|_{s=0}
+  + F^e$
+  (the Euler–Lagrange equations $\\frac{d}{dt}\\partial_v L - \\partial_q L = F^e$ with
+  $\\frac{d}{dt}\\partial_v L = M a + \\frac{d}{ds}\\partial_v L(t + s, q + sv, v)$);
 - velocity constraints $\\phi(t, q, v)$: $A = \\partial\\phi/\\partial v$,
   $b = -\\frac{d}{ds}\\phi(t + s, q + s v, v)|_{s=0}$ (so $\\frac{d}{dt}\\phi = A a - b$);
 - position constraints $h(t, q)$: $A = \\partial h/\\partial q$,
@@ -99,7 +102,8 @@ def evaluate(f, *args):
 
 
 def _richardson_coefficients(levels):
-    """$c_j$ with $\\sum_j c_j D(h_0 2^{-j})$ the Richardson limit of a difference with even errors."""
+    """$c_j$ with $\\sum_j c_j D(h_0 2^{-j})$ the Richardson limit of a difference with errors
+    even in $h$."""
     col = list(np.eye(levels))
     for m in range(1, levels):
         col = [col[j] + (col[j] - col[j - 1]) / (4**m - 1) for j in range(1, len(col))]
@@ -179,9 +183,9 @@ def mass_and_force(problem, t, q, v):
 
 
 def constraint_rows(problem, t, q, v):
-    """$A$ `(S, k, n)`, $b$ `(S, k)` with $\\frac{d}{dt}\\phi = A a - b$, and $\\phi$ `(S, k)` (for a
-    position row, $\\phi = \\frac{d}{ds}h(t + s, q + s v)$), rows in order; and the values $h$ of the
-    position rows `(S, m)`."""
+    """$A$ `(S, k, n)`, $b$ `(S, k)` with $\\frac{d}{dt}\\phi = A a - b$, and $\\phi$ `(S, k)`
+    (for a position row, $\\phi = \\frac{d}{ds}h(t + s, q + s v)$), rows in order; and the values
+    $h$ of the position rows `(S, m)`."""
     S, n = q.shape
     As, bs, phis, hs = [], [], [], [np.zeros((S, 0))]
     for c in problem.constraints:
@@ -242,7 +246,9 @@ class Reference:
 
     def __getitem__(self, i):
         """The reference at state `i` (or a slice of states)."""
-        return dataclasses.replace(self, **{f.name: getattr(self, f.name)[i] for f in dataclasses.fields(self)})
+        return dataclasses.replace(
+            self, **{f.name: getattr(self, f.name)[i] for f in dataclasses.fields(self)}
+        )
 
     @property
     def a(self):

@@ -16,8 +16,6 @@ import geomech as gm
 import geomech.models as gmm
 
 
-
-
 def simulate(system, s0, t0, t1, ts, *, rtol=1e-10, atol=1e-10, stabilization=None):
     """Saved states `(q, v)` of shape `(T, n)` along `ts`."""
     sol = gm.simulate(

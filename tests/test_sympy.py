@@ -11,7 +11,6 @@ import sympy.physics.mechanics as me
 import geomech as gm
 import geomech.models
 
-
 # -- the rolling disk, derived from first principles ---------------------------------------------
 # Coordinates (x, y, φ, θ, ψ): contact point, yaw (heading), lean from the vertical, spin.
 # Orientation Rz(φ) Rx(θ) Ry(ψ): body y is the disk's axis, body x the heading at zero lean.
