@@ -60,8 +60,8 @@ def test_quick_run_prints_json():
     for impl in ("generic", "hand"):
         r = entry[impl]
         for k in ("acc_per_s_single", "acc_per_s_vmapped", "compile_s", "grad_over_forward"):
-            assert np.isfinite(r[k]) and r[k] > 0, (impl, k, r[k])
-        assert all(v > 0 for v in r["traj_per_s"].values())
+            assert np.isfinite(r[k]), (impl, k, r[k])  # measured, not NaN (no speed assertions)
+        assert r["traj_per_s"] and all(np.isfinite(v) for v in r["traj_per_s"].values())
     # same trajectories, same work: equal step counts for the two right-hand sides
     assert entry["generic"]["steps_mean"] == entry["hand"]["steps_mean"]
     assert set(entry["ratio_generic_over_hand"]) >= {

@@ -5,7 +5,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from random_systems import random_system
+import reference as ref
+from random_systems import random_case, random_system
 
 import geomech as gm
 
@@ -20,10 +21,11 @@ CASES = [
 
 def _setup(case):
     case = dict(case)
-    system, s, t = random_system(case.pop("seed"), **case)
-    st = gm.assemble(system, s, t)
-    a_R = gm.acceleration(system, s, t=t)
-    return system, s, t, st, a_R
+    c = random_case(case.pop("seed"), **case)
+    st = gm.assemble(c.system, c.state, c.t)
+    a_R = gm.acceleration(c.system, c.state, t=c.t)
+    R = ref.solve(c.problem, np.array([c.t]), c.state.q[None], c.state.v[None])[0]
+    return c.system, c.state, c.t, st, a_R, R
 
 
 @pytest.fixture(scope="module", params=CASES, ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
@@ -31,55 +33,90 @@ def setup(request):
     return _setup(request.param)
 
 
+def complement_projector(U, V):
+    """The projector onto span U along span V (columns; together a basis of R^n), built from the
+    two bases: $[U\\, V]\\,\\mathrm{diag}(I, 0)\\,[U\\, V]^{-1}$."""
+    B = np.concatenate([U, V], 1)
+    return U @ np.linalg.solve(B, np.eye(B.shape[0]))[: U.shape[1]]
+
+
+def reference_projector(R):
+    """$\\Pi_{\\mathcal{D}}$ of (3.20) from the reference: onto $\\mathcal{D} = \\ker A$ along
+    $\\mathcal{W}^\\perp = M^{-1}\\mathcal{W}^0$ (Lemma 2), $\\mathcal{W}^0$ spanned by the rows of $C$."""
+    return complement_projector(ref.null_space(R.A), np.linalg.solve(R.M, R.C.T))
+
+
 def test_lemma1_X_R_tangent_to_C(setup):
     """dφ(X_R) = 0, checked by differentiating φ along X_R independently of A and b."""
-    system, s, t, st, a_R = setup
+    system, s, t, st, a_R, _ = setup
     phi = lambda e: system.constraint_residual(gm.State(s.q + e * s.v, s.v + e * a_R), t + e)
     np.testing.assert_allclose(jax.jacfwd(phi)(0.0), 0.0, atol=1e-11)
     np.testing.assert_allclose(st.A @ st.a_0, st.b, atol=1e-12)  # X_0 ∈ S(C)
 
 
 def test_virtual_displacements(setup):
-    _, s, _, st, _ = setup
+    """$\\mathcal{D} = \\ker A$ (3.10), with $A$ of the reference (finite differences of φ)."""
+    _, s, _, st, _, R = setup
     N = st.D_basis
     assert N.shape == (st.n, st.n - st.k)
-    np.testing.assert_allclose(st.A @ N, 0.0, atol=1e-12)
+    np.testing.assert_allclose(R.A @ N, 0.0, atol=ref.TOL)
     np.testing.assert_allclose(N.T @ N, np.eye(st.n - st.k), atol=1e-12)
 
 
 def test_projections_3_20(setup):
-    _, _, _, st, _ = setup
-    P, R, I = st.Pi_D, st.Pi_Wperp, np.eye(st.n)
-    np.testing.assert_allclose(P @ P, P, atol=1e-11)
-    np.testing.assert_allclose(P + R, I, atol=1e-12)
-    np.testing.assert_allclose(st.A @ P, 0.0, atol=1e-11)  # range Π_D = D
-    np.testing.assert_allclose(st.W_basis.T @ st.M @ R, 0.0, atol=1e-11)  # range Π_W⊥ = W⊥
+    """$\\Pi_{\\mathcal{D}}$ and $\\Pi_{\\mathcal{W}^\\perp}$ are the projectors of the splitting
+    $T_qQ = \\mathcal{D} \\oplus \\mathcal{W}^\\perp$ (3.19)–(3.20): idempotent, $\\Pi_{\\mathcal{D}}$ is the
+    identity on $\\mathcal{D}$ and zero on $\\mathcal{W}^\\perp$, $\\Pi_{\\mathcal{W}^\\perp}$ the reverse, with
+    $\\mathcal{D}$, $\\mathcal{W}^\\perp = M^{-1}\\mathcal{W}^0$ from the reference's $A$, $M$, $C$; so both
+    equal the projector built from those two subspaces."""
+    _, _, _, st, _, R = setup
+    P, Rp = np.asarray(st.Pi_D), np.asarray(st.Pi_Wperp)
+    D, Wperp = ref.null_space(R.A), np.linalg.solve(R.M, R.C.T)
+    for X in (P, Rp):
+        np.testing.assert_allclose(X @ X, X, atol=1e-11)
+    np.testing.assert_allclose(P @ D, D, atol=ref.TOL)
+    np.testing.assert_allclose(P @ Wperp, 0.0, atol=ref.TOL * np.abs(Wperp).max())
+    np.testing.assert_allclose(Rp @ Wperp, Wperp, atol=ref.TOL * np.abs(Wperp).max())
+    np.testing.assert_allclose(Rp @ D, 0.0, atol=ref.TOL)
+    np.testing.assert_allclose(P, reference_projector(R), atol=ref.TOL * np.abs(P).max())
     np.testing.assert_allclose(st.C @ st.W_basis, 0.0, atol=1e-12)
 
 
 def test_corollary1_and_2(setup):
-    _, _, _, st, a_R = setup
-    # Corollary 1 (3.24): τ⁻¹(X_R − X_U) ∈ W⊥
-    np.testing.assert_allclose(st.W_basis.T @ st.M @ (a_R - st.a_U), 0.0, atol=1e-11)
-    # Corollary 2: X_R − X_0 = Π_D(X_U − X_0)
-    np.testing.assert_allclose(a_R - st.a_0, st.Pi_D @ (st.a_U - st.a_0), atol=1e-11)
+    """Cor. 1 (3.24): $\\tau^{-1}(X_R - X_U) \\in \\mathcal{W}^\\perp$; Cor. 2: $X_R - X_0 = \\Pi_{\\mathcal{D}}(X_U - X_0)$
+    for *any* $X_0 \\in \\mathcal{S}(\\mathcal{C})$. Both with the reference's $M$, $a_U$, $\\mathcal{W}$ and its
+    projector and $X_0$ the least-squares solution of $A a = b$ (so not a restatement of the
+    projection formula that computes $X_R$)."""
+    system, s, t, st, a_R, R = setup
+    a_R = np.asarray(a_R)
+    scale = np.linalg.norm(R.M @ (R.a - R.a_U))
+    np.testing.assert_allclose(R.E.T @ R.M @ (a_R - R.a_U), 0.0, atol=ref.TOL * scale)
+    a_0 = np.linalg.lstsq(R.A, R.b, rcond=None)[0]  # another X_0 than the library's
+    Pi = reference_projector(R)
+    np.testing.assert_allclose(a_R - a_0, Pi @ (R.a_U - a_0), atol=ref.TOL * np.linalg.norm(a_R))
 
 
 def test_corollary3_characterizes_X_R(setup):
-    """(3.25): X ∈ S(C) equals X_R iff X = X_U + Π_W⊥(X − X_U)."""
-    _, _, _, st, a_R = setup
-    np.testing.assert_allclose(a_R, st.a_U + st.Pi_Wperp @ (a_R - st.a_U), atol=1e-11)
+    """(3.25): $X \\in \\mathcal{S}(\\mathcal{C})$ equals $X_R$ iff $\\tau^{-1}(X - X_U) \\in \\mathcal{W}^\\perp$,
+    i.e. $E^\\top M(X - X_U) = 0$ for a basis $E$ of $\\mathcal{W}$ (reference $M$, $a_U$, $E$): true for the
+    library's $X_R$, false for another element of $\\mathcal{S}(\\mathcal{C})$."""
+    _, _, _, st, a_R, R = setup
+    defect = lambda a: np.linalg.norm(R.E.T @ R.M @ (a - R.a_U)) / np.linalg.norm(R.M @ (R.a - R.a_U))
+    assert defect(np.asarray(a_R)) <= ref.TOL
+    np.testing.assert_allclose(R.A @ a_R, R.b, atol=ref.TOL * np.linalg.norm(R.b))
     other = a_R + st.D_basis @ jnp.ones(st.n - st.k)  # another element of S(C) (Lemma 1)
-    np.testing.assert_allclose(st.A @ other, st.b, atol=1e-11)
-    assert jnp.linalg.norm(other - (st.a_U + st.Pi_Wperp @ (other - st.a_U))) > 1e-3
+    np.testing.assert_allclose(R.A @ other, R.b, atol=ref.TOL * np.linalg.norm(R.b))
+    assert defect(np.asarray(other)) > 1e-3
 
 
 def test_constraint_force_in_W0(setup):
-    system, s, t, st, a_R = setup
+    """$F^c$ and the multipliers against the reference ($F^c = M(a_R - a_U)$ of the reference's own
+    $M$, $a_U$; $F^c = C^\\top\\lambda$ from its KKT solve); $F^c$ annihilates the reference's $\\mathcal{W}$."""
+    system, s, t, st, _, R = setup
     Fc = gm.constraint_force(system, s, t=t)
-    np.testing.assert_allclose(Fc @ st.W_basis, 0.0, atol=1e-11)
-    np.testing.assert_allclose(st.M @ a_R, st.Q + Fc, rtol=1e-12, atol=1e-12)  # M a = Q + F^c
-    np.testing.assert_allclose(st.C.T @ gm.multipliers(system, s, t=t), Fc, atol=1e-11)
+    np.testing.assert_allclose(Fc, R.Fc, rtol=ref.TOL, atol=ref.TOL * np.linalg.norm(R.Fc))
+    np.testing.assert_allclose(Fc @ R.E, 0.0, atol=ref.TOL * np.linalg.norm(R.Fc))
+    np.testing.assert_allclose(gm.multipliers(system, s, t=t), R.lam, rtol=ref.TOL)
 
 
 @pytest.mark.parametrize("seed", [20, 21])

@@ -43,8 +43,12 @@ def test_Y_R_closed_form(example):
     model, system, s = example
     m1, m2 = model.m1, model.m2
     A = model.A(s.q)
-    a_U = gm.unconstrained_acceleration(system, s)
-    dA = jax.grad(model.A)(s.q)
+    r = s.q[1] - s.q[0]
+    dU = model.kappa * (r - model.a) - model.coulomb / r**2  # ∂U/∂q² = -∂U/∂q¹
+    a_U = jnp.array([dU / m1, -dU / m2])  # Y_U = -(∂₁U/m1, ∂₂U/m2)
+    np.testing.assert_allclose(gm.unconstrained_acceleration(system, s), a_U, rtol=1e-12)
+    dA = jnp.array([0.2 * jnp.cos(s.q[0]), -0.1 * jnp.sin(s.q[1])])  # ∂A/∂q of the default A
+    np.testing.assert_allclose(jax.grad(model.A)(s.q), dA, rtol=1e-14)
     b = (dA @ s.v) * s.v[0]  # (3.29): b = ∂A/∂q¹ v¹v¹ + ∂A/∂q² v²v¹
     Y_R = (m1 * a_U[0] + m2 * (b - a_U[1])) / (m1 - m2 * A)
     a_R = gm.acceleration(system, s)

@@ -4,7 +4,8 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from random_systems import random_system
+import reference as ref
+from random_systems import random_case
 
 import geomech as gm
 
@@ -12,16 +13,24 @@ import geomech as gm
 @pytest.mark.parametrize("generalized", [True, False])
 @pytest.mark.parametrize("seed", [40, 41])
 def test_known_work_on_W(seed, generalized):
-    base, s, t = random_system(seed, generalized=generalized)
+    """$F^c(u) = F^0(u)$ on $\\mathcal{W}$, $A a = b$ and Cor. 1' (5.43) $\\tau^{-1}(X_R - X_{\\bar U}) \\in
+    \\mathcal{W}^\\perp$, with $M$, $a_{\\bar U} = M^{-1}(Q + F^0)$, $A$, $b$ and a basis $E$ of $\\mathcal{W}$ from
+    the independent reference (`reference.py`); and $a_R$ equal to the reference's."""
+    base, s, t, problem, _ = random_case(seed, generalized=generalized)
     F0 = lambda q, v: jnp.sin(q) * (1.0 + v @ v)
     system = eqx.tree_at(lambda sy: sy.known_work, base, F0, is_leaf=lambda x: x is None)
-    st = gm.assemble(system, s, t)
+    problem = eqx.tree_at(
+        lambda p: p.known_work, problem, lambda t, q, v: F0(q, v), is_leaf=lambda x: x is None
+    )
+    R = ref.solve(problem, np.array([t]), s.q[None], s.v[None])[0]
     Fc = gm.constraint_force(system, s, t=t)
     a = gm.acceleration(system, s, t=t)
-    np.testing.assert_allclose(Fc @ st.W_basis, F0(s.q, s.v) @ st.W_basis, rtol=1e-11, atol=1e-12)
-    np.testing.assert_allclose(st.A @ a, st.b, atol=1e-11)  # the constraints hold
-    # Corollary 1' (5.43): τ⁻¹(X_R − X_Ū) ∈ W⊥
-    np.testing.assert_allclose(st.W_basis.T @ st.M @ (a - st.a_Ubar), 0.0, atol=1e-11)
+    np.testing.assert_allclose(a, R.a, rtol=ref.TOL)
+    scale = np.linalg.norm(R.Fc)
+    np.testing.assert_allclose(Fc @ R.E, R.F0 @ R.E, atol=ref.TOL * scale)
+    np.testing.assert_allclose(R.A @ a, R.b, atol=ref.TOL * np.linalg.norm(R.b))  # the constraints hold
+    a_Ubar = R.a_U + np.linalg.solve(R.M, R.F0)
+    np.testing.assert_allclose(R.E.T @ R.M @ (a - a_Ubar), 0.0, atol=ref.TOL * scale)  # (5.43)
     # and the motion differs from the ideal one
     assert jnp.linalg.norm(a - gm.acceleration(base, s, t=t)) > 1e-6
 

@@ -7,11 +7,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import reference as ref
+from model_problems import WITH_ACTION
+from model_problems import problem as model_problem
+from random_systems import perturbed_states, user_basis
 
 import geomech as gm
 import geomech.models as gmm
-
-SOLVER_NAMES = ("Gauss", "GibbsAppell", "Kane", "Multipliers")
 
 
 def simulate(system, s0, t0, t1, ts, *, rtol=1e-10, atol=1e-10, stabilization=None):
@@ -53,29 +55,48 @@ def diagnostics(system, ts, q, v):
     return jax.vmap(one)(ts, q, v)
 
 
-@eqx.filter_jit
-def _at_state(system, s0, t0, action):
-    st = gm.assemble(system, s0, t0)  # checks=True: SPD M, admissibility (3.7), condition (3.19)
-    a = gm.acceleration(system, s0, t=t0)
-    others = {
-        n: gm.acceleration(system, s0, getattr(gm, n)(), t=t0)
-        for n in SOLVER_NAMES
-        if hasattr(gm, n)
+def solvers_for(name, model, problem, n, k):
+    """Every solver, explicitly: Kane with a user basis of W, and the momentum equation where the
+    model has a symmetry (`model_problems.WITH_ACTION`)."""
+    solvers = {
+        "Projection": gm.Projection(),
+        "Gauss": gm.Gauss(),
+        "GibbsAppell(W)": gm.GibbsAppell(metric="W"),
+        "GibbsAppell(D)": gm.GibbsAppell(metric="D"),
+        "Kane": gm.Kane(),
+        "Kane(bracket)": gm.Kane(construction="bracket"),
+        "Kane(basis)": gm.Kane(basis=user_basis(problem, n, k)),
+        "Multipliers": gm.Multipliers(),
     }
-    if action is not None:  # the momentum equation along the model's symmetry (Prop. 6)
-        solver = gm.NonholonomicMomentum(action)
-        others["NonholonomicMomentum"] = gm.acceleration(system, s0, solver, t=t0)
-    return st.M, st.A, st.b, a, others
+    if name in WITH_ACTION:
+        solvers["NonholonomicMomentum"] = gm.NonholonomicMomentum(model.action())
+    return solvers
 
 
-# -- every model: well posed at its initial state --------------------------------------------
+@eqx.filter_jit
+def _at_states(system, states, ts, solvers):
+    """Stages and every solver's acceleration at a batch of states (one compilation per model)."""
+
+    def one(state, t):
+        st = gm.assemble(system, state, t)  # checks=True: SPD M, admissibility (3.7), condition (3.19)
+        return st.M, st.Q, st.A, st.b, {k: s.acceleration(st) for k, s in solvers.items()}
+
+    return jax.vmap(one)(states, ts)
+
+
+# -- every model: well posed at its initial state, every solver against the reference --------
 
 
 @pytest.mark.parametrize("name", list(gmm.MODELS))
 def test_model_well_posed(name):
+    """At the model's initial state (on C) and at three states near it (off C, later time): every
+    solver agrees with the independent reference (`tests/reference.py`: finite differences of the
+    model's own functions, KKT / Udwadia–Kalaba / d'Alembert in NumPy) to its accuracy `ref.TOL`,
+    and with `Projection` to 1e-10; the stages $M$, $Q$, $A$, $b$ agree with the reference too."""
     model = gmm.MODELS[name]()
     assert isinstance(model, gmm.AbstractModel)  # the shared interface (issue 9 item 5)
     assert isinstance(model.description, str) and model.t1 > model.t0
+    assert hasattr(model, "action") == (name in WITH_ACTION)
     system, s0, t0 = model.system(), model.initial_state(), model.t0
     assert isinstance(system, gm.LagrangianSystem) and eqx.tree_equal(model(), system)
     n = s0.q.shape[0]
@@ -83,16 +104,22 @@ def test_model_well_posed(name):
     assert model.path_coordinates is None or all(0 <= i < n for i in model.path_coordinates)
     gm.check_on_constraint(system, s0, t0, tol=1e-12)
     assert gm.validate(system, s0, t0).ok
-    action = model.action() if isinstance(model, gmm.AbstractSymmetricModel) else None
-    M, A, b, a, others = _at_state(system, s0, t0, action)
-    np.testing.assert_allclose(M, M.T, atol=1e-14)
-    assert jnp.linalg.eigvalsh(M).min() > 0
-    assert 1 <= A.shape[0] < A.shape[1] and jnp.linalg.matrix_rank(A) == A.shape[0]
-    assert jnp.all(jnp.isfinite(a))
-    # the acceleration keeps the state on C (Lemma 1)
-    np.testing.assert_allclose(A @ a, b, atol=1e-10)
-    for solver_name, a_other in others.items():  # every principle gives the same X_R
-        np.testing.assert_allclose(a_other, a, rtol=1e-8, atol=1e-9, err_msg=solver_name)
+    problem = model_problem(name, model)
+    states, ts = perturbed_states(s0, t0, 3, seed=len(name), scale=0.1)
+    R = ref.solve(problem, ts, states.q, states.v)
+    n, k = R.A.shape[2], R.A.shape[1]
+    assert np.max(np.abs(R.phi[0]), initial=np.max(np.abs(R.h[0]), initial=0)) <= 1e-12
+    assert np.all(np.max(np.abs(R.phi[1:]), axis=1) > 1e-4)  # off C
+    M, Q, A, b, accs = _at_states(system, states, ts, solvers_for(name, model, problem, n, k))
+    for x, y in ((M, R.M), (Q, R.Q), (A, R.A), (b, R.b)):  # unit-scale models: floor 1
+        assert np.all(ref.rel_err(x, y, floor=1.0) <= ref.TOL)
+    assert 1 <= k < n and np.all(np.linalg.eigvalsh(R.M) > 0)
+    assert np.all(ref.rel_err(R.a_uk, R.a_kkt) <= 1e-11)
+    assert np.all(ref.rel_err(R.a_dalembert, R.a_kkt) <= 1e-11)
+    for solver_name, a in accs.items():
+        assert np.all(ref.rel_err(a, R.a) <= ref.TOL), (solver_name, ref.rel_err(a, R.a))
+        err = ref.rel_err(a, accs["Projection"])
+        assert np.all(err <= 1e-10), (solver_name, err)
 
 
 def test_parameters_are_differentiable():

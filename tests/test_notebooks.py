@@ -3,12 +3,11 @@
 import os
 import pathlib
 
+import ipykernel  # noqa: F401 - the kernel the notebooks run in (a test dependency)
+import matplotlib  # noqa: F401
+import nbclient
+import nbformat
 import pytest
-
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
-pytest.importorskip("matplotlib")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

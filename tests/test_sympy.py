@@ -7,13 +7,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import sympy as sp
+import sympy.physics.mechanics as me
 
 import geomech as gm
 import geomech.models
-
-sp = pytest.importorskip("sympy")
-me = pytest.importorskip("sympy.physics.mechanics")
-
 
 # -- the rolling disk, derived from first principles ---------------------------------------------
 # Coordinates (x, y, φ, θ, ψ): contact point, yaw (heading), lean from the vertical, spin.

@@ -78,14 +78,21 @@ def test_lemma_3_2_and_3_3():
     np.testing.assert_allclose(omega.flat(gm.vertical_lift(Y))[n:], 0.0, atol=1e-12)  # flat(vertical) horizontal
 
 
-def test_legendre_energy_mass():
-    system, s, t = random_system(5)
+@pytest.mark.parametrize("time_dependent", [False, True])
+def test_legendre_energy_mass(time_dependent):
+    """Closed forms of the random Lagrangian $L = \\tfrac12 v^\\top M(q) v + \\gamma(t)\\tanh(G q)\\cdot v - V(q)$,
+    $\\gamma(t) = 1 + 0.3\\sin t$: $p = M v + \\gamma\\tanh(G q)$ and $E_L = \\tfrac12 v^\\top M v + V$ (the
+    gyroscopic term, linear in $v$, does no work)."""
+    system, s, t = random_system(5, time_dependent=time_dependent)
+    lag, q_, v = system.lagrangian, s.q, s.v
+    gamma = 1.0 + 0.3 * jnp.sin(t if time_dependent else 0.0)
+    M = lag.mass(q_)
+    V = 0.5 * q_ @ lag.K @ q_ + jnp.sum(jnp.cos(q_))
     q, p = system.legendre(s, t)
     np.testing.assert_array_equal(q, s.q)
-    np.testing.assert_allclose(system.energy(s, t), p @ s.v - system.L(t, s.q, s.v), rtol=1e-12)
-    M = system.mass_matrix(s, t)
-    np.testing.assert_allclose(M, M.T, atol=1e-12)
-    np.testing.assert_allclose(M, system.lagrangian.mass(s.q), rtol=1e-12)
+    np.testing.assert_allclose(p, M @ v + gamma * jnp.tanh(lag.g @ q_), rtol=1e-12)
+    np.testing.assert_allclose(system.energy(s, t), 0.5 * v @ M @ v + V, rtol=1e-12)
+    np.testing.assert_allclose(system.mass_matrix(s, t), M, rtol=1e-12)
 
 
 def test_harmonic_oscillator_closed_form():

@@ -10,7 +10,8 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from random_systems import random_system
+import reference as ref
+from random_systems import random_case
 
 import geomech as gm
 
@@ -38,8 +39,18 @@ def _solve(system, ideal, state, t):
 @functools.cache
 def systems(generalized=False):
     """`(system with known work F^0, the same system with ideal constraints, state, t)`."""
-    ideal, state, t = random_system(5, generalized=generalized)
+    ideal, state, t, _, _ = random_case(5, generalized=generalized)
     return with_known_work(ideal, F0), ideal, state, t
+
+
+@functools.cache
+def reference():
+    """The independent reference (`reference.py`) of the ideal-W system with known work."""
+    _, state, t, problem, _ = random_case(5, generalized=False)
+    problem = eqx.tree_at(
+        lambda p: p.known_work, problem, lambda t, q, v: F0(q, v), is_leaf=lambda x: x is None
+    )
+    return ref.solve(problem, jnp.array([t]), state.q[None], state.v[None])[0]
 
 
 @functools.cache
@@ -56,14 +67,16 @@ def close(x, y, tol=1e-10):
 
 
 def test_invariant_form_equals_pseudo_inverse_form():
-    """(5.28)–(5.29) equal (5.10)–(5.11) with $B = A M^{-1/2}$ and the Moore–Penrose $B^+$."""
-    stages, _, Fc, (F_id, F_ni), _, _ = solved()
-    w, V = jnp.linalg.eigh(stages.M)
-    Mh, Mmh = V @ jnp.diag(jnp.sqrt(w)) @ V.T, V @ jnp.diag(1 / jnp.sqrt(w)) @ V.T
-    B = stages.A @ Mmh  # (5.9)
-    P = jnp.linalg.pinv(B) @ B
-    assert close(F_id, Mh @ P @ Mmh @ Fc)  # (5.10)
-    assert close(F_ni, Mh @ (jnp.eye(stages.n) - P) @ Mmh @ Fc)  # (5.11)
+    """(5.28)–(5.29) equal (5.10)–(5.11) with $B = A M^{-1/2}$ and the Moore–Penrose $B^+$, all
+    of $M$, $A$, $F^c$ on the right from the independent reference (finite differences, NumPy)."""
+    _, _, Fc, (F_id, F_ni), _, _ = solved()
+    R = reference()
+    w, V = np.linalg.eigh(R.M)
+    Mh, Mmh = V @ np.diag(np.sqrt(w)) @ V.T, V @ np.diag(1 / np.sqrt(w)) @ V.T
+    B = R.A @ Mmh  # (5.9)
+    P = np.linalg.pinv(B) @ B
+    assert close(F_id, Mh @ P @ Mmh @ R.Fc, tol=ref.TOL)  # (5.10)
+    assert close(F_ni, Mh @ (np.eye(len(w)) - P) @ Mmh @ R.Fc, tol=ref.TOL)  # (5.11)
     assert close(F_id + F_ni, Fc)  # (5.8)
 
 
