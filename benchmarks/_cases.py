@@ -124,5 +124,5 @@ def make_ensemble(acc, t1, rtol, atol):
 
 
 def final_state_loss(q, v):
-    """The scalar loss of the gradient benchmarks: the mean over the batch of $|q(t_1)|^2 + |v(t_1)|^2$."""
+    """The scalar loss of the gradient benchmarks: the batch mean of $|q(t_1)|^2 + |v(t_1)|^2$."""
     return jnp.mean(jnp.sum(q**2, -1) + jnp.sum(v**2, -1))

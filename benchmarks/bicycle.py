@@ -9,29 +9,29 @@ the model is a consistent mechanical system (energy is conserved, the rolling co
 has **not** been validated against the paper's eigenvalues: it is a benchmark of size, not a
 reference bicycle.
 
-Coordinates $q = (x, y, \\psi, \\varphi, \\theta, \\theta_R, \\delta, \\theta_F)$: rear contact point
-$(x, y)$ on the ground $z = 0$, yaw $\\psi$, roll (lean) $\\varphi$, pitch $\\theta$ of the rear frame,
-rear-wheel angle $\\theta_R$ (relative to the yawed and rolled frame), steer $\\delta$ about the
-steer axis, front-wheel angle $\\theta_F$ (relative to the front frame). Orientations:
-$R_{\\text{roll}} = R_z(\\psi)R_x(\\varphi)$, rear wheel $R_{\\text{roll}}R_y(\\theta_R)$, rear frame
-$R_B = R_{\\text{roll}}R_y(\\theta)$, front frame $R_H = R_B\\,\\mathrm{Rot}_u(\\delta)$ about the steer axis
-$u = (-\\sin\\lambda, 0, \\cos\\lambda)$ through the point at trail $c$ ahead of the front contact,
-front wheel $R_H R_y(\\theta_F)$. In the upright reference configuration ($q = 0$) the rear contact
-is at the origin, the front wheel centre at $(w, 0, r_F)$, so $\\theta = 0$ there.
+Coordinates $q = (x, y, \\psi, \\varphi, \\theta, \\theta_R, \\delta, \\theta_F)$: rear contact
+point $(x, y)$ on the ground $z = 0$, yaw $\\psi$, roll (lean) $\\varphi$, pitch $\\theta$ of the
+rear frame, rear-wheel angle $\\theta_R$ (relative to the yawed and rolled frame), steer $\\delta$
+about the steer axis, front-wheel angle $\\theta_F$ (relative to the front frame). Orientations:
+$R_{\\text{roll}} = R_z(\\psi)R_x(\\varphi)$, rear wheel $R_{\\text{roll}}R_y(\\theta_R)$, rear
+frame $R_B = R_{\\text{roll}}R_y(\\theta)$, front frame $R_H = R_B\\,\\mathrm{Rot}_u(\\delta)$ about
+the steer axis $u = (-\\sin\\lambda, 0, \\cos\\lambda)$ through the point at trail $c$ ahead of the
+front contact, front wheel $R_H R_y(\\theta_F)$. In the upright reference configuration ($q = 0$)
+the rear contact is at the origin, the front wheel centre at $(w, 0, r_F)$, so $\\theta = 0$ there.
 
 Constraints, $k = 5$ on $n = 8$ coordinates (3 degrees of freedom: roll, steer, forward speed):
 
 - **1 holonomic**: the front wheel touches the ground, $h(q) = c_{F,z} - r_F\\sqrt{1 - a_z^2} = 0$
-  with $c_F$ the front wheel centre and $a = R_H e_y$ its axle (the lowest point of a circle of radius
-  $r_F$, centre $c_F$, axis $a$ is $c_F + r_F(-e_z + a_z a)/\\sqrt{1 - a_z^2}$);
+  with $c_F$ the front wheel centre and $a = R_H e_y$ its axle (the lowest point of a circle of
+  radius $r_F$, centre $c_F$, axis $a$ is $c_F + r_F(-e_z + a_z a)/\\sqrt{1 - a_z^2}$);
 - **4 nonholonomic** (rolling without slipping): the horizontal velocity of the material point
   of each wheel at its contact is zero, $(\\dot c + \\omega \\times (p - c))_{x, y} = 0$ (the
   vertical component is $\\dot h$, implied by the holonomic constraint).
 
-$L = \\sum_{b} \\tfrac12 m_b|\\dot c_b|^2 + \\tfrac12 \\Omega_b^T I_b \\Omega_b - m_b g\\, c_{b,z}$ over the
-four bodies, with body angular velocities $\\Omega_b = (R_b^T\\dot R_b)^\\vee$ and time derivatives
-$\\dot f = \\partial_q f\\, v$. No simplification is applied: the Lagrangian has several thousand
-operations, as a user's symbolic derivation would give (`lagrangian_size` counts them).
+$L = \\sum_{b} \\tfrac12 m_b|\\dot c_b|^2 + \\tfrac12 \\Omega_b^T I_b \\Omega_b - m_b g\\, c_{b,z}$
+over the four bodies, with body angular velocities $\\Omega_b = (R_b^T\\dot R_b)^\\vee$ and time
+derivatives $\\dot f = \\partial_q f\\, v$. No simplification is applied: the Lagrangian has several
+thousand operations, as a user's symbolic derivation would give (`lagrangian_size` counts them).
 
     from benchmarks.bicycle import bicycle, upright_state   # or load this file by path
     system = bicycle()                                      # a gm.LagrangianSystem (n = 8, k = 5)
@@ -96,7 +96,8 @@ def _rot(sp, axis, a):
 
 
 def _rodrigues(sp, u, a):
-    """Rotation by `a` about the unit axis `u`: $I\\cos a + \\sin a\\,[u]_\\times + (1 - \\cos a)uu^T$."""
+    """Rotation by `a` about the unit axis `u` (Rodrigues):
+    $I\\cos a + \\sin a\\,[u]_\\times + (1 - \\cos a)uu^T$."""
     ux = sp.Matrix([[0, -u[2], u[1]], [u[2], 0, -u[0]], [-u[1], u[0], 0]])
     return sp.eye(3) * sp.cos(a) + ux * sp.sin(a) + (u * u.T) * (1 - sp.cos(a))
 

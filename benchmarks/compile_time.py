@@ -1,4 +1,4 @@
-"""Compile time: the first `gm.acceleration`, `gm.simulate` and `jax.jacfwd` calls on fresh processes.
+"""Compile time: first calls of `gm.acceleration`, `gm.simulate` and `jax.jacfwd`, fresh processes.
 
     python benchmarks/compile_time.py                 # rolling disk and the bicycle (bicycle.py)
     python benchmarks/compile_time.py --quick         # rolling disk, first calls only
@@ -16,8 +16,9 @@ that "first call" means what it means in a new notebook. In that process, in ord
 - after `jax.clear_caches()`: `simulate_trace_s` and `simulate_compile_s`, the two halves of
   `eqx.filter_jit(simulate).lower(system, s0)` and `.compile()`;
 - after `jax.clear_caches()`: `first_jacfwd_s`, the first `jax.jacfwd` of
-  $x = (q, v) \\mapsto$ `gm.acceleration(system, State(q, v))` (the linearization a user writes), and
-  after another clear `jacfwd_trace_s`/`jacfwd_compile_s` of `jax.jit(jax.jacfwd(...))`.
+  $x = (q, v) \\mapsto$ `gm.acceleration(system, State(q, v))` (the linearization a user
+  writes), and after another clear `jacfwd_trace_s`/`jacfwd_compile_s` of
+  `jax.jit(jax.jacfwd(...))`.
 
 With `--cache-effect` (default on) the first `simulate` call is also timed in two more fresh
 processes sharing a new persistent compilation cache directory (`jax_compilation_cache_dir`,

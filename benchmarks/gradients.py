@@ -3,9 +3,9 @@
     python benchmarks/gradients.py            # sleigh, chains N = 2 and 8; B = 8, t in [0, 10]
     python benchmarks/gradients.py --quick    # smoke test (B = 2, t1 = 0.5, sleigh and N = 2)
 
-For each case the scalar loss $\\ell(v_0) = \\operatorname{mean}_b |q_b(t_1)|^2 + |v_b(t_1)|^2$ of the final
-states of an ensemble of B trajectories is differentiated by `jax.grad` with respect to the initial
-velocities $v_0$ (shape (B, n)):
+For each case the scalar loss $\\ell(v_0) = \\operatorname{mean}_b |q_b(t_1)|^2 + |v_b(t_1)|^2$ of
+the final states of an ensemble of B trajectories is differentiated by `jax.grad` with respect to
+the initial velocities $v_0$ (shape (B, n)):
 
 - **generic**: the final states come from `gm.simulate(system, gm.State(q0, v0), 0, t1)` (the
   public API with its defaults: `Projection`, Tsit5, `PIDController(rtol, atol)`, `max_steps=4096`,
@@ -17,7 +17,8 @@ Reported per case and implementation: compile times of the forward loss and of i
 (`jax.jit(f).lower(v0)` then `.compile()`), the best-of-3 run times, `grad_over_forward`, and
 `generic_over_hand` for the gradient and the forward times. The gradients are checked in the script:
 against central finite differences of the loss along random directions tangent to the constraints
-($d_b \\in \\ker A(q_{0,b})$, so $v_0 + \\varepsilon d$ stays on $\\mathcal C$), and generic against hand.
+($d_b \\in \\ker A(q_{0,b})$, so $v_0 + \\varepsilon d$ stays on $\\mathcal C$), and generic
+against hand.
 """
 
 import argparse
@@ -74,20 +75,19 @@ def tangent_directions(system, q0, v0, key, count):
 
 
 def measure(loss, v0, repeat):
-    fwd, grad = jax.jit(loss), jax.jit(jax.grad(loss))
-    res = {}
-    for name, f in (("forward", fwd), ("grad", grad)):
+    """Timings of the forward loss and its gradient; returns them and the compiled forward."""
+    res, compiled = {}, {}
+    for name, f in (("forward", jax.jit(loss)), ("grad", jax.jit(jax.grad(loss)))):
         t = time.perf_counter()
         lowered = f.lower(v0)
         res[f"{name}_trace_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        compiled = lowered.compile()
+        compiled[name] = lowered.compile()
         res[f"{name}_compile_s"] = time.perf_counter() - t
-        _common.block(compiled(v0))
-        res[f"{name}_s"], value = _common.best_time(compiled, v0, repeat=repeat)
-        res[name] = value
+        _common.block(compiled[name](v0))
+        res[f"{name}_s"], res[name] = _common.best_time(compiled[name], v0, repeat=repeat)
     res["grad_over_forward"] = res["grad_s"] / res["forward_s"]
-    return res, fwd
+    return res, compiled["forward"]
 
 
 def fd_check(fwd, g, v0, directions, eps):
@@ -121,7 +121,9 @@ def bench_case(name, make_states, hand, B, t1, rtol, key, repeat, eps, fd_tol):
     l_gen, l_hand = out["generic"].pop("forward"), out["hand"].pop("forward")
     out["loss"] = float(l_gen)
     out["loss_rel_diff_generic_hand"] = float(abs(l_gen - l_hand) / abs(l_hand))
-    out["grad_rel_diff_generic_hand"] = float(jnp.max(jnp.abs(g_gen - g_hand)) / jnp.max(jnp.abs(g_hand)))
+    out["grad_rel_diff_generic_hand"] = float(
+        jnp.max(jnp.abs(g_gen - g_hand)) / jnp.max(jnp.abs(g_hand))
+    )
     out["generic_over_hand"] = {
         k: out["generic"][k] / out["hand"][k] for k in ("grad_s", "forward_s", "grad_compile_s")
     }

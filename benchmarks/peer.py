@@ -167,8 +167,9 @@ def mujoco_qacc(model, phi, phidot):
 
 
 class JointChain(eqx.Module):
-    """The chain in its N absolute link angles, written as a user would: bob positions by a cumulative
-    sum, $L = \\sum_i \\tfrac12 m_i|\\dot r_i|^2 + m_i g x_i$ (seed 001 (85) in angles); no constraints."""
+    """The chain in its N absolute link angles, written as a user would: bob positions by a
+    cumulative sum, $L = \\sum_i \\tfrac12 m_i|\\dot r_i|^2 + m_i g x_i$ (seed 001 (85) in angles);
+    no constraints."""
 
     masses: jnp.ndarray
     lengths: jnp.ndarray
@@ -188,10 +189,11 @@ class JointChain(eqx.Module):
 
 
 def reference_acceleration(params, phi, phidot):
-    """Closed-form joint-space chain: with $\\mu_k = \\sum_{p \\ge k} m_p$ and
-    $c_{ij} = l_i l_j \\mu_{\\max(i,j)}$, $\\sum_j c_{ij}\\cos(\\varphi_i - \\varphi_j)\\ddot\\varphi_j
-    = -\\sum_j c_{ij}\\sin(\\varphi_i - \\varphi_j)\\dot\\varphi_j^2 - g l_i \\mu_i \\sin\\varphi_i$
-    (Lagrange's equations of seed 001 (85) in the link angles)."""
+    """Closed-form joint-space chain (Lagrange's equations of seed 001 (85) in the link angles):
+    with $\\mu_k = \\sum_{p \\ge k} m_p$ and $c_{ij} = l_i l_j \\mu_{\\max(i,j)}$,
+    $\\sum_j c_{ij}\\cos(\\varphi_i - \\varphi_j)\\ddot\\varphi_j
+    = -\\sum_j c_{ij}\\sin(\\varphi_i - \\varphi_j)\\dot\\varphi_j^2
+    - g l_i \\mu_i \\sin\\varphi_i$."""
     masses, lengths, g = params
     mu = jnp.cumsum(masses[::-1])[::-1]
     idx = jnp.arange(masses.shape[0])
@@ -360,7 +362,7 @@ def match(N, B=16, t1=1.0, h=1e-4, seed=1):
 def geomech_rows(system, y0, to_cartesian, tols, t1, ref, repeat=2):
     rows = []
     for tol in tols:
-        run = lambda: gm.simulate(system, y0, 0.0, t1, rtol=tol, atol=tol, max_steps=65_536)
+        run = lambda tol=tol: gm.simulate(system, y0, 0.0, t1, rtol=tol, atol=tol, max_steps=65_536)
         compile_s, sol = _common.timed(run)
         dt, sol = _common.best_time(run, repeat=repeat)
         if not bool(jnp.all(sol.result == diffrax.RESULTS.successful)):
@@ -390,9 +392,7 @@ def study(N, B, t1, steps, tols, scipy_tols, scipy_batch, budget, nthread):
     ref_cart = cartesian(lengths, *ref)
     nchk = min(B, 64)
     ref12 = reference_final(params, jnp.asarray(phi[:nchk]), jnp.asarray(phidot[:nchk]), t1, 1e-12)
-    res["reference_error_estimate"] = max_error(
-        lengths, *ref12, tuple(x[:nchk] for x in ref_cart)
-    )
+    res["reference_error_estimate"] = max_error(lengths, *ref12, tuple(x[:nchk] for x in ref_cart))
     print(f"[peer] N={N}: reference done ({res['reference_s']:.1f} s)", file=sys.stderr)
 
     rows = []
@@ -406,7 +406,9 @@ def study(N, B, t1, steps, tols, scipy_tols, scipy_batch, budget, nthread):
         x0 = mujoco_states(model, phi, phidot)
         dt, fin = _common.timed(lambda m=model, x=x0: mujoco_final(m, x, t1, nthread))
         rows.append({"h": h, "wall_s": dt, "error": max_error(lengths, *fin, ref_cart)})
-        print(f"[peer]   mujoco h={h:g}: {dt:.3g} s, error {rows[-1]['error']:.2e}", file=sys.stderr)
+        print(
+            f"[peer]   mujoco h={h:g}: {dt:.3g} s, error {rows[-1]['error']:.2e}", file=sys.stderr
+        )
     res["mujoco"] = {"nthread": nthread or os.cpu_count(), "integrator": "RK4", "rows": rows}
 
     chain = gmm.PlanarChain(N, masses, lengths, g)

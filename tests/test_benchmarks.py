@@ -64,7 +64,9 @@ def test_hand_written_baselines_match_generic():
 def test_quick_run_prints_json():
     data = _run("run", "--quick", "--cases", "sleigh", "--scaling-links", "2", "4")
     assert data["machine"]["cpu_count"] >= 1 and data["settings"]["quick"]
-    assert data["machine"]["backend"] == "cpu" and "load average" in data["machine"]["uptime_at_start"]
+    assert (
+        data["machine"]["backend"] == "cpu" and "load average" in data["machine"]["uptime_at_start"]
+    )
     entry = data["cases"]["sleigh"]
     for impl in ("generic", "hand"):
         r = entry[impl]
