@@ -29,13 +29,14 @@ def _load_bicycle():
 
 
 @eqx.filter_jit
-def _check(system, s):
+def _check(bicycle, system):
     """Everything in one compiled call (compilation dominates for this Lagrangian)."""
+    s = bicycle.upright_state(system, 5.0, 0.05, 0.1, 0.2, -0.3)
     a = gm.acceleration(system, s)
     phi = lambda q, v: system.constraint_residual(gm.State(q, v))
     A = jax.jacfwd(phi, argnums=1)(s.q, s.v)  # (3.6): d/dt φ = (∂φ/∂q) v + A a = 0
     b = -jax.jvp(lambda q: phi(q, s.v), (s.q,), (s.v,))[1]
-    return {"a": a, "A": A, "Aa_minus_b": A @ a - b, "phi": phi(s.q, s.v)}
+    return s, {"a": a, "A": A, "Aa_minus_b": A @ a - b, "phi": phi(s.q, s.v)}
 
 
 def test_bicycle_is_a_consistent_constrained_system():
@@ -43,8 +44,7 @@ def test_bicycle_is_a_consistent_constrained_system():
     size = bicycle.lagrangian_size()
     assert size["ops"] >= 2000, size  # "a Lagrangian of several thousand operations"
     system = bicycle.bicycle()
-    s = eqx.filter_jit(bicycle.upright_state)(system, 5.0, 0.05, 0.1, 0.2, -0.3)
-    out = _check(system, s)
+    s, out = _check(bicycle, system)
     assert s.q.shape == (8,) and out["A"].shape == (5, 8)
     assert np.linalg.matrix_rank(np.asarray(out["A"])) == 5  # admissible (3.7): 3 DOF left
     np.testing.assert_allclose(system.position_residual(s), 0.0, atol=1e-12)  # front wheel down
