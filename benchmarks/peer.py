@@ -411,7 +411,8 @@ def study(N, B, t1, steps, tols, scipy_tols, scipy_batch, budget, nthread):
         model = mujoco_model(masses, lengths, g, h)
         x0 = mujoco_states(model, phi, phidot)
         dt, fin = _common.timed(lambda m=model, x=x0: mujoco_final(m, x, t1, nthread))
-        rows.append({"h": h, "wall_s": dt, "error": max_error(lengths, *fin, ref_cart)})
+        error = max_error(lengths, *fin, ref_cart)
+        rows.append({"h": h, "wall_s": dt, "error": error, "steps_mean": round(t1 / h)})
         print(
             f"[peer]   mujoco h={h:g}: {dt:.3g} s, error {rows[-1]['error']:.2e}", file=sys.stderr
         )

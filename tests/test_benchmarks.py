@@ -76,6 +76,7 @@ def test_quick_run_prints_json():
     # same trajectories, same work: equal step counts for the two right-hand sides
     assert entry["generic"]["steps_mean"] == entry["hand"]["steps_mean"]
     assert set(entry["ratio_generic_over_hand"]) >= {"acc_per_s_vmapped", "traj_per_s"}
+    assert "| sleigh | 8 |" in "\n".join(_load("report").run_tables(data))
     scale = data["scaling"]
     assert scale["n"] == [4, 8]
     for impl in ("generic", "hand"):
@@ -94,6 +95,7 @@ def test_gradients_quick_checks_against_finite_differences():
         # the check is not vacuous: the directional derivatives are O(1)
         assert max(abs(x) for x in r["fd_check"]["directional_ad"]) > 1e-3
     assert case["grad_rel_diff_generic_hand"] <= 1e-6
+    assert "| sleigh (n=3) |" in "\n".join(_load("report").gradient_tables(out))
 
 
 def test_compile_time_quick():
@@ -102,3 +104,4 @@ def test_compile_time_quick():
     assert "error" not in disk, disk.get("error")
     assert disk["first_simulate_s"] > 0 and disk["simulate_successful"]
     assert disk["relative_energy_drift"] < 1e-6
+    assert "| rolling_disk | 5 |" in "\n".join(_load("report").compile_tables(data))
