@@ -27,8 +27,8 @@ def machine_line(d):
     m = d["machine"]
     return (
         f"Machine: {m['cpu_count']} CPU cores ({m['processor']}), {m['platform']}, JAX {m['jax']} "
-        f"({m['backend']}: {m['devices'][0]}), float64. `uptime` at start: *{m['uptime_at_start']}*; "
-        f"at end: *{m['uptime_at_end']}*."
+        f"({m['backend']}: {m['devices'][0]}), float64. `uptime` at start: "
+        f"*{m['uptime_at_start']}*; at end: *{m['uptime_at_end']}*."
     )
 
 
@@ -159,7 +159,7 @@ def peer_tables(d):
             f"{m['trajectory_h']:g} to t = {m['trajectory_t1']:g} vs reference "
             f"{_f(m['mujoco_vs_reference_final_state'])}."
         )
-    for k, st in d["studies"].items():
+    for st in d["studies"].values():
         out += [
             "",
             f"N = {st['N']} links, B = {st['B']}, t1 = {st['t1']:g} (reference error ≈ "
