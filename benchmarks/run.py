@@ -1,278 +1,219 @@
 """geomech benchmarks: the generic solver against hand-written closed-form right-hand sides.
 
-    python benchmarks/run.py            # full sizes (slow on a laptop CPU; see --budget)
-    python benchmarks/run.py --quick    # smoke test, a few seconds per case
+    python benchmarks/run.py                 # full sizes (see --budget)
+    python benchmarks/run.py --quick         # smoke test, a few seconds per case
+    python benchmarks/run.py --device gpu    # the same on JAX's GPU backend
 
-Prints one JSON document. For every case (the Chaplygin sleigh, the rolling disk, planar chains with
-N links) and implementation ("generic": `gm.acceleration` of the model's `LagrangianSystem` with
-the default `Projection` solver; "hand": a closed-form JAX acceleration written by hand) it reports
+Prints one JSON document with two studies.
+
+**cases** — for every case (the Chaplygin sleigh, the rolling disk, planar chains with N links) and
+implementation ("generic": the library's right-hand side, `assemble` + `Projection`, exactly what
+`gm.simulate` evaluates; "hand": a closed-form JAX acceleration written by hand, see `_cases.py`):
 
 - `acc_per_s_single`: jitted single-state accelerations per second (includes dispatch),
 - `acc_per_s_vmapped`: states per second of one vmapped call on B states,
 - `traj_per_s[B]`: trajectories per second of a vmapped `diffrax.Tsit5` ensemble over
-  t in [0, t1] at rtol = atol = 1e-8 (compiled once, timed on the second call),
+  t in [0, t1] at rtol = atol = 1e-8 (compiled once, timed on a later call); B = 1024 only for
+  chains with N <= `--large-batch-max-links` links,
 - `compile_s`: compile time (`lower().compile()`) of the ensemble solve at the smallest B,
-- `grad_over_forward`: time of the reverse-mode gradient (diffrax's default
-  `RecursiveCheckpointAdjoint`) of a scalar loss of the final states with respect to the initial
-  states and the model parameters, over the time of the forward solve (ensemble of `--grad-batch`),
-- `steps_mean`: mean accepted steps per trajectory (equal work check between implementations),
+- `steps_mean`, `steps_max`: accepted steps per trajectory (equal-work check between the two),
 
-and, where a hand-written version exists, `ratio_generic_over_hand` = generic time / hand time for
-each figure (so 1.0 is parity and larger is slower). Both implementations are integrated by the very
-same diffrax driver, so the ratios isolate the cost of the right-hand side. Cases whose estimated
-time exceeds `--budget` seconds are skipped and reported as such.
+and `ratio_generic_over_hand` = generic time / hand time for each figure (1.0 is parity, larger
+is slower). Both implementations are integrated by the very same diffrax driver from the same
+initial states, so the ratios isolate the cost of the right-hand side.
+
+**scaling** — time per step and trajectory against n = 2N for chains N = 2, 4, ..., 64 (n = 4 ...
+128; ensemble of `--scaling-batch` over [0, `--scaling-t1`]) for both sides, with the fitted cost
+exponent p of time ∝ n^p (least squares in log–log over all measured sizes).
+
+Anything whose estimated time exceeds `--budget` seconds is skipped and reported as such
+("skipped": reason). Gradients are measured by `gradients.py`, compile time by `compile_time.py`,
+the MuJoCo comparison by `peer.py`.
 """
 
 import argparse
-import json
 import os
-import platform
 import sys
 import time
 
-# OpenBLAS (used by jaxlib's CPU LAPACK kernels) spawns threads for batched triangular solves; on a
-# small or busy machine that thread contention slowed one vmapped call 300x. One thread per process.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402  (sets sys.path to this checkout)
 
-import jax  # noqa: E402
+if __name__ == "__main__":
+    _common.preconfigure()
 
-jax.config.update("jax_enable_x64", True)
-sys.path.insert(
-    0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-)  # run from a checkout
-
-import diffrax  # noqa: E402
 import equinox as eqx  # noqa: E402
+import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from _cases import (  # noqa: E402, F401  (re-exported for tests)
+    chain_hand,
+    chain_states,
+    disk_states,
+    generic,
+    make_ensemble,
+    sleigh_hand,
+    sleigh_states,
+)
 
-import geomech as gm  # noqa: E402
-import geomech.models as gmm  # noqa: E402
-from geomech._dynamics import constrained_acceleration  # noqa: E402
-from geomech._stages import assemble  # noqa: E402
-
-# -- hand-written closed-form accelerations (no autodiff, explicit formulas) ---------------------
-
-
-def sleigh_hand(model: gmm.ChaplyginSleigh, t, q, v):
-    """Seed 004 (7.66)–(7.68) with the multiplier in closed form:
-    A M⁻¹ Aᵀ = 1/m and b = u ω, so R = m u ω."""
-    s, c = jnp.sin(q[2]), jnp.cos(q[2])
-    u, w = v[0] * c + v[1] * s, v[2]
-    R = model.m * u * w
-    return jnp.stack([-R * s / (2 * model.m), R * c / (2 * model.m), -R / (model.m * model.l)])
+jax.config.update("jax_enable_x64", True)
 
 
-def chain_hand(model: gmm.PlanarChain, t, q, v):
-    """Seed 001 (91) for N links: explicit rows d_i = r_i − r_{i−1}, b_i = −|ḋ_i|², and a dense
-    N×N solve for the multipliers."""
-    N = model.N
-    r, rd = q.reshape(N, 2), v.reshape(N, 2)
-    zero = jnp.zeros((1, 2), q.dtype)
-    d = r - jnp.concatenate([zero, r[:-1]])
-    dd = rd - jnp.concatenate([zero, rd[:-1]])
-    minv = 1.0 / model.masses
-    # S = A M⁻¹ Aᵀ is tridiagonal:
-    # S_ii = |d_i|²(1/m_i + 1/m_{i−1}), S_{i,i−1} = −d_i·d_{i−1}/m_{i−1}
-    minv_prev = jnp.concatenate([jnp.zeros(1, q.dtype), minv[:-1]])
-    diag = jnp.sum(d * d, 1) * (minv + minv_prev)
-    off = -jnp.sum(d[1:] * d[:-1], 1) * minv[:-1]
-    S = jnp.diag(diag) + jnp.diag(off, 1) + jnp.diag(off, -1)
-    g_acc = jnp.stack([jnp.full(N, model.g), jnp.zeros(N)], 1)  # M⁻¹Q: gravity along +x (down)
-    gd = g_acc - jnp.concatenate([zero, g_acc[:-1]])
-    rhs = -jnp.sum(dd * dd, 1) - jnp.sum(d * gd, 1)  # b − A M⁻¹ Q
-    lam = jnp.linalg.solve(S, rhs)
-    f = lam[:, None] * d  # Aᵀλ: +λ_i d_i on bob i, −λ_i d_i on bob i−1
-    f = f - jnp.concatenate([f[1:], zero])
-    return (g_acc + minv[:, None] * f).reshape(-1)
-
-
-def generic(model, t, q, v):
-    """The library's right-hand side as a simulation uses it: shared stages without the value checks
-    (`gm.acceleration` adds `eqx.error_if` checks of (3.7)/(3.19) that cost an SVD per call)."""
-    stages = assemble(model.system(), gm.State(q, v), t, checks=False)
-    return constrained_acceleration(stages, gm.Projection())
-
-
-# -- cases -----------------------------------------------------------------------------------------
-
-
-def sleigh_states(key, B):
-    k1, k2, k3 = jax.random.split(key, 3)
-    u0 = jax.random.uniform(k1, (B,), minval=-1.0, maxval=1.0)
-    w0 = jax.random.uniform(k2, (B,), minval=0.5, maxval=1.5)
-    th0 = jax.random.uniform(k3, (B,), minval=-jnp.pi, maxval=jnp.pi)
-    model = gmm.ChaplyginSleigh(m=jnp.asarray(1.0), l=jnp.asarray(1.0))
-    return model, jax.vmap(model.initial_state)(u0, w0, th0)
-
-
-def disk_states(key, B):
-    k1, k2 = jax.random.split(key)
-    lean = jax.random.uniform(k1, (B,), minval=0.05, maxval=0.2)
-    spin = jax.random.uniform(k2, (B,), minval=4.0, maxval=6.0)
-    model = gmm.RollingDisk(m=jnp.asarray(1.0), R=jnp.asarray(1.0))
-    return model, jax.vmap(lambda a, s: model.initial_state(lean=a, spin_rate=s))(lean, spin)
-
-
-def chain_states(N):
-    def make(key, B):
-        k1, k2 = jax.random.split(key)
-        angles = 0.2 * jax.random.uniform(k1, (B, N), minval=-1.0, maxval=1.0)
-        rates = 0.2 * jax.random.uniform(k2, (B, N), minval=-1.0, maxval=1.0)
-        model = gmm.PlanarChain(N)
-        return model, jax.vmap(model.initial_state)(angles, rates)
-
-    return make
-
-
-# -- timing ----------------------------------------------------------------------------------------
-
-
-def best_time(fn, *args, repeat=3, long_s=5.0):
-    """The best of `repeat` timed calls (a single call when one takes over `long_s` seconds)."""
-    out = None
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t)
-        if times[-1] > long_s:
-            break
-    return min(times), out
-
-
-def make_ensemble(acc, t1, rtol, atol):
-    """A jitted vmapped ensemble solve `(model, q0, v0) -> (final q, final v, steps)`."""
-
-    def one(model, q0, v0):
-        term = diffrax.ODETerm(lambda t, y, m: (y[1], acc(m, t, y[0], y[1])))
-        sol = diffrax.diffeqsolve(
-            term,
-            diffrax.Tsit5(),
-            0.0,
-            t1,
-            None,
-            (q0, v0),
-            args=model,
-            saveat=diffrax.SaveAt(t1=True),
-            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-            max_steps=16_384,
-        )
-        return sol.ys[0][-1], sol.ys[1][-1], sol.stats["num_accepted_steps"]
-
-    @eqx.filter_jit
-    def ensemble(model, q0, v0):
-        return jax.vmap(one, in_axes=(None, 0, 0))(model, q0, v0)
-
-    @eqx.filter_jit
-    def loss_grad(model, q0, v0):
-        def loss(diff):
-            m, q0_, v0_ = diff
-            qf, vf, _ = jax.vmap(one, in_axes=(None, 0, 0))(m, q0_, v0_)
-            return jnp.mean(jnp.sum(qf**2, -1) + jnp.sum(vf**2, -1))
-
-        return eqx.filter_grad(loss)((model, q0, v0))
-
-    return ensemble, loss_grad
-
-
-def bench_impl(acc, make_states, batches, t1, rtol, budget, key, grad_batch):
+def bench_impl(acc, make_states, batches, t1, rtol, budget, key, estimate=None):
+    """Throughput figures of one right-hand side (see the module docstring). `estimate(B)`, if
+    given, predicts the ensemble time at B before anything is measured (from the scaling study)."""
     res = {}
     model, s = make_states(key, max(batches))
     q, v = s.q, s.v
     single = eqx.filter_jit(acc)
     t0 = jnp.asarray(0.0)
-    jax.block_until_ready(single(model, t0, q[0], v[0]))
+    _common.block(single(model, t0, q[0], v[0]))
     n_calls = 200
     t = time.perf_counter()
     for i in range(n_calls):
         out = single(model, t0, q[i % q.shape[0]], v[i % q.shape[0]])
-    jax.block_until_ready(out)
+    _common.block(out)
     res["acc_per_s_single"] = n_calls / (time.perf_counter() - t)
     vm = eqx.filter_jit(jax.vmap(acc, in_axes=(None, None, 0, 0)))
-    jax.block_until_ready(vm(model, t0, q, v))
-    dt, _ = best_time(vm, model, t0, q, v)
+    _common.block(vm(model, t0, q, v))
+    dt, _ = _common.best_time(vm, model, t0, q, v)
     res["acc_per_s_vmapped"] = q.shape[0] / dt
     res["acc_vmapped_B"] = int(q.shape[0])
 
-    ensemble, loss_grad = make_ensemble(acc, t1, rtol, rtol)
-    res["traj_per_s"], res["steps_mean"], res["skipped"] = {}, {}, {}
+    ensemble = make_ensemble(acc, t1, rtol, rtol)
+    res["traj_per_s"], res["steps_mean"], res["steps_max"], res["skipped"] = {}, {}, {}, {}
     per_traj = None
-    batches = sorted(batches)
-    for B in batches:
-        if per_traj is not None and per_traj * B * 3 > budget:
-            res["skipped"][str(B)] = f"estimated {per_traj * B * 3:.0f} s > budget {budget:.0f} s"
+    for B in sorted(batches):
+        guess = per_traj * B if per_traj is not None else (estimate(B) if estimate else None)
+        if guess is not None and guess * 3 > budget:  # compile + warm-up + timed call
+            res["skipped"][str(B)] = f"estimated {guess * 3:.0f} s > budget {budget:.0f} s"
             continue
-        if B == batches[0]:
-            t = time.perf_counter()
-            ensemble.lower(model, q[:B], v[:B]).compile()
-            res["compile_s"] = time.perf_counter() - t
-        jax.block_until_ready(ensemble(model, q[:B], v[:B]))  # compiles this B
-        dt, (_, _, steps) = best_time(ensemble, model, q[:B], v[:B], repeat=2)
+        t = time.perf_counter()
+        compiled = ensemble.lower(model, q[:B], v[:B]).compile()
+        res.setdefault("compile_s", time.perf_counter() - t)  # at the smallest B
+        _common.block(compiled(model, q[:B], v[:B]))  # warm-up
+        dt, (_, _, stats) = _common.best_time(compiled, model, q[:B], v[:B], repeat=2)
         per_traj = dt / B
+        steps = np.asarray(stats["num_accepted_steps"])
         res["traj_per_s"][str(B)] = B / dt
-        res["steps_mean"][str(B)] = float(np.mean(np.asarray(steps)))
-    # gradient / forward on a small ensemble (the ratio, not the size, is the figure)
-    b0 = grad_batch
-    jax.block_until_ready(ensemble(model, q[:b0], v[:b0]))  # compile both before timing
-    jax.block_until_ready(loss_grad(model, q[:b0], v[:b0]))
-    t_fwd, _ = best_time(ensemble, model, q[:b0], v[:b0], repeat=5)
-    t_grad, _ = best_time(loss_grad, model, q[:b0], v[:b0], repeat=5)
-    res["grad_over_forward"] = t_grad / t_fwd
-    res["grad_B"] = b0
+        res["steps_mean"][str(B)] = float(np.mean(steps))
+        res["steps_max"][str(B)] = int(np.max(steps))
     return res
-
-
-RATIO_KEYS_RATE = ("acc_per_s_single", "acc_per_s_vmapped")
 
 
 def ratios(gen, hand):
     """generic time / hand time for every figure (rates are inverted into times)."""
-    r = {k: hand[k] / gen[k] for k in RATIO_KEYS_RATE}
+    r = {k: hand[k] / gen[k] for k in ("acc_per_s_single", "acc_per_s_vmapped")}
     r["traj_per_s"] = {
         B: hand["traj_per_s"][B] / gen["traj_per_s"][B]
         for B in gen["traj_per_s"]
         if B in hand["traj_per_s"]
     }
-    r["compile_s"] = gen["compile_s"] / hand["compile_s"]
-    r["grad_over_forward"] = gen["grad_over_forward"] / hand["grad_over_forward"]
+    if "compile_s" in gen and "compile_s" in hand:
+        r["compile_s"] = gen["compile_s"] / hand["compile_s"]
     return r
+
+
+def scaling(links, B, t1, rtol, budget, key):
+    """Time per step and trajectory of both right-hand sides against n = 2N, and the exponents."""
+    res = {"batch": B, "t1": t1, "n": [], "skipped": {}}
+    for impl in ("generic", "hand"):
+        res[impl] = {"n": [], "s_per_step": [], "steps_max": [], "compile_s": []}
+    for N in sorted(links):
+        n = 2 * N
+        model, s = chain_states(N)(key, B)
+        for impl, acc in (("generic", generic), ("hand", chain_hand)):
+            r = res[impl]
+            if len(r["n"]) >= 2:  # extrapolate the last two sizes before spending the time
+                p = _common.fit_exponent(r["n"][-2:], r["s_per_step"][-2:])
+                per_step = r["s_per_step"][-1] * (n / r["n"][-1]) ** max(p, 1.0)
+                guess = 3 * per_step * B * r["steps_max"][-1] * 1.5
+                if guess > budget:
+                    res["skipped"][f"{impl} n={n}"] = (
+                        f"estimated {guess:.0f} s > budget {budget:.0f} s"
+                    )
+                    continue
+            t = time.perf_counter()
+            compiled = make_ensemble(acc, t1, rtol, rtol).lower(model, s.q, s.v).compile()
+            r["compile_s"].append(time.perf_counter() - t)
+            _common.block(compiled(model, s.q, s.v))
+            dt, (_, _, stats) = _common.best_time(compiled, model, s.q, s.v, repeat=2)
+            # the vmapped loop runs max(num_steps) iterations, each evaluating all B states
+            steps = int(np.max(np.asarray(stats["num_steps"])))
+            r["n"].append(n)
+            r["s_per_step"].append(dt / (B * steps))
+            r["steps_max"].append(steps)
+        print(f"[bench] scaling N={N} done", file=sys.stderr, flush=True)
+    for impl in ("generic", "hand"):
+        r = res[impl]
+        if len(r["n"]) >= 2:
+            r["exponent"] = _common.fit_exponent(r["n"], r["s_per_step"])
+            big = [i for i, n in enumerate(r["n"]) if n >= 16]
+            if len(big) >= 2:  # the asymptotic slope, without the dispatch-bound small sizes
+                r["exponent_n_ge_16"] = _common.fit_exponent(
+                    [r["n"][i] for i in big], [r["s_per_step"][i] for i in big]
+                )
+    common = [n for n in res["generic"]["n"] if n in res["hand"]["n"]]
+    res["n"] = common
+    res["ratio_generic_over_hand"] = [
+        res["generic"]["s_per_step"][res["generic"]["n"].index(n)]
+        / res["hand"]["s_per_step"][res["hand"]["n"].index(n)]
+        for n in common
+    ]
+    return res
+
+
+def estimator(scale, N, t1):
+    """Predict the ensemble time at B for a chain of N links from the scaling study, if measured."""
+    if scale is None or 2 * N not in scale["generic"]["n"]:
+        return None
+    i = scale["generic"]["n"].index(2 * N)
+    per_step, steps = scale["generic"]["s_per_step"][i], scale["generic"]["steps_max"][i]
+    return lambda B: per_step * B * steps * t1 / scale["t1"]
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument(
-        "--quick", action="store_true", help="small sizes for a smoke test (B = 8, t1 = 0.5, N = 2)"
-    )
+    _common.add_device_argument(p)
+    p.add_argument("--quick", action="store_true", help="small sizes for a smoke test")
     p.add_argument("--batches", type=int, nargs="+", default=None)
     p.add_argument("--chains", type=int, nargs="+", default=None, help="numbers of links N")
+    p.add_argument(
+        "--large-batch-max-links",
+        type=int,
+        default=8,
+        help="the largest batch runs only for chains with at most this many links",
+    )
     p.add_argument("--t1", type=float, default=None)
     p.add_argument("--rtol", type=float, default=1e-8)
-    p.add_argument("--budget", type=float, default=600.0, help="seconds allowed per ensemble size")
-    p.add_argument("--grad-batch", type=int, default=8, help="ensemble size for gradient/forward")
+    p.add_argument("--budget", type=float, default=600.0, help="seconds allowed per measurement")
     p.add_argument("--cases", nargs="+", default=None, help="subset of: sleigh rolling_disk chain")
+    p.add_argument("--scaling-links", type=int, nargs="*", default=None)
+    p.add_argument("--scaling-batch", type=int, default=64)
+    p.add_argument("--scaling-t1", type=float, default=1.0)
     args = p.parse_args(argv)
+    _common.check_device(args.device)
     batches = args.batches or ([8] if args.quick else [64, 1024])
-    chains = args.chains or ([2] if args.quick else [2, 8, 32])
+    chains = args.chains or ([2] if args.quick else [2, 8, 32, 64])
     t1 = args.t1 or (0.5 if args.quick else 10.0)
-    cases = [("sleigh", sleigh_states, sleigh_hand), ("rolling_disk", disk_states, None)]
-    cases += [(f"chain_N{N}", chain_states(N), chain_hand) for N in chains]
+    links = args.scaling_links
+    if links is None:
+        links = [2, 4] if args.quick else [2, 4, 8, 16, 32, 64]
+    scaling_batch = 4 if args.quick else args.scaling_batch
+    scaling_t1 = 0.2 if args.quick else args.scaling_t1
+    cases = [
+        ("sleigh", sleigh_states, sleigh_hand, None),
+        ("rolling_disk", disk_states, None, None),
+    ]
+    cases += [(f"chain_N{N}", chain_states(N), chain_hand, N) for N in chains]
     if args.cases:
         cases = [c for c in cases if any(c[0].startswith(x) for x in args.cases)]
 
     out = {
-        "machine": {
-            "platform": platform.platform(),
-            "processor": platform.processor() or platform.machine(),
-            "cpu_count": os.cpu_count(),
-            "jax": jax.__version__,
-            "backend": jax.default_backend(),
-            "devices": [str(d) for d in jax.devices()],
-            "python": sys.version.split()[0],
-            "loadavg_at_start": os.getloadavg(),
-        },
+        "machine": _common.machine_info(),
         "settings": {
             "batches": batches,
+            "large_batch_max_links": args.large_batch_max_links,
             "t1": t1,
             "rtol": args.rtol,
             "atol": args.rtol,
@@ -280,28 +221,30 @@ def main(argv=None):
             "solver": "Projection",
             "dtype": "float64",
             "quick": args.quick,
-            "grad_batch": args.grad_batch,
             "budget_s": args.budget,
+            "device": args.device,
         },
         "cases": {},
     }
     key = jax.random.PRNGKey(0)
-    for name, make_states, hand in cases:
+    scale = None
+    if links:
+        scale = scaling(links, scaling_batch, scaling_t1, args.rtol, args.budget, key)
+        out["scaling"] = scale
+    for name, make_states, hand, N in cases:
+        bs = batches
+        if N is not None and N > args.large_batch_max_links:
+            bs = [b for b in batches if b != max(batches)] or batches
+        est = estimator(scale, N, t1) if N is not None else None
         entry = {
-            "generic": bench_impl(
-                generic, make_states, batches, t1, args.rtol, args.budget, key, args.grad_batch
-            )
+            "generic": bench_impl(generic, make_states, bs, t1, args.rtol, args.budget, key, est)
         }
         if hand is not None:
-            entry["hand"] = bench_impl(
-                hand, make_states, batches, t1, args.rtol, args.budget, key, args.grad_batch
-            )
+            entry["hand"] = bench_impl(hand, make_states, bs, t1, args.rtol, args.budget, key)
             entry["ratio_generic_over_hand"] = ratios(entry["generic"], entry["hand"])
         out["cases"][name] = entry
         print(f"[bench] {name} done", file=sys.stderr, flush=True)
-    out["machine"]["loadavg_at_end"] = os.getloadavg()
-    print(json.dumps(out, indent=1))
-    return out
+    return _common.finish(out)
 
 
 if __name__ == "__main__":

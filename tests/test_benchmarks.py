@@ -1,5 +1,6 @@
-"""The benchmark script: its hand-written baselines compute the same accelerations as the library,
-and `--quick` runs end to end and prints the documented JSON."""
+"""The benchmark scripts: the hand-written baselines compute the same accelerations as the library,
+and the `--quick` versions of run.py, gradients.py and compile_time.py run end to end and print the
+documented JSON (peer.py: tests/test_peer.py; the bicycle: tests/test_bicycle.py)."""
 
 import importlib.util
 import json
@@ -16,11 +17,26 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "run.py"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("geomech_benchmarks", SCRIPT)
+def _load(name="run"):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    path = ROOT / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"geomech_benchmarks_{name}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def _run(name, *args):
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "[bench] device: cpu" in out.stderr  # the device is printed
+    return json.loads(out.stdout)
 
 
 def test_hand_written_baselines_match_generic():
@@ -46,26 +62,46 @@ def test_hand_written_baselines_match_generic():
 
 
 def test_quick_run_prints_json():
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--cases", "sleigh"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    data = json.loads(out.stdout)
+    data = _run("run", "--quick", "--cases", "sleigh", "--scaling-links", "2", "4")
     assert data["machine"]["cpu_count"] >= 1 and data["settings"]["quick"]
+    assert (
+        data["machine"]["backend"] == "cpu" and "load average" in data["machine"]["uptime_at_start"]
+    )
     entry = data["cases"]["sleigh"]
     for impl in ("generic", "hand"):
         r = entry[impl]
-        for k in ("acc_per_s_single", "acc_per_s_vmapped", "compile_s", "grad_over_forward"):
-            assert np.isfinite(r[k]), (impl, k, r[k])  # measured, not NaN (no speed assertions)
-        assert r["traj_per_s"] and all(np.isfinite(v) for v in r["traj_per_s"].values())
+        for k in ("acc_per_s_single", "acc_per_s_vmapped", "compile_s"):
+            assert np.isfinite(r[k]) and r[k] > 0, (impl, k, r[k])
+        assert all(v > 0 for v in r["traj_per_s"].values())
     # same trajectories, same work: equal step counts for the two right-hand sides
     assert entry["generic"]["steps_mean"] == entry["hand"]["steps_mean"]
-    assert set(entry["ratio_generic_over_hand"]) >= {
-        "acc_per_s_vmapped",
-        "traj_per_s",
-        "grad_over_forward",
-    }
+    assert set(entry["ratio_generic_over_hand"]) >= {"acc_per_s_vmapped", "traj_per_s"}
+    assert "| sleigh | 8 |" in "\n".join(_load("report").run_tables(data))
+    scale = data["scaling"]
+    assert scale["n"] == [4, 8]
+    for impl in ("generic", "hand"):
+        assert np.isfinite(scale[impl]["exponent"])
+        assert all(t > 0 for t in scale[impl]["s_per_step"])
+
+
+def test_gradients_quick_checks_against_finite_differences():
+    grads = _load("gradients")
+    out = grads.main(["--quick", "--chains", "--repeat", "1"])
+    case = out["cases"]["sleigh"]
+    assert case["gradients_ok"], case
+    for impl in ("generic", "hand"):
+        r = case[impl]
+        assert r["fd_check"]["max_rel_err"] <= 1e-4 and r["grad_over_forward"] > 0
+        # the check is not vacuous: the directional derivatives are O(1)
+        assert max(abs(x) for x in r["fd_check"]["directional_ad"]) > 1e-3
+    assert case["grad_rel_diff_generic_hand"] <= 1e-6
+    assert "| sleigh (n=3) |" in "\n".join(_load("report").gradient_tables(out))
+
+
+def test_compile_time_quick():
+    data = _run("compile_time", "--quick")
+    disk = data["models"]["rolling_disk"]
+    assert "error" not in disk, disk.get("error")
+    assert disk["first_simulate_s"] > 0 and disk["simulate_successful"]
+    assert disk["relative_energy_drift"] < 1e-6
+    assert "| rolling_disk | 5 |" in "\n".join(_load("report").compile_tables(data))
