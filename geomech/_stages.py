@@ -9,11 +9,12 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
+import numpy as np
+from jax.extend import core as jex
 from jaxtyping import Array, Float
 
-from ._custom_types import RealScalarLike
-from ._bundle import State
 from . import _linalg as la
+from ._bundle import State
 from ._checks import (
     ADMISSIBILITY,
     CONDITION_3_19,
@@ -23,7 +24,9 @@ from ._checks import (
     holds,
     mass_matrix_margin,
 )
+from ._custom_types import RealScalarLike
 from ._linalg import null_space
+from ._sparsity import jaxpr_nonzero_pattern
 from ._system import LagrangianSystem
 
 
@@ -46,6 +49,10 @@ class Stages(eqx.Module):
     b: Float[Array, " k"]
     C: Float[Array, "k n"]
     ideal: bool = eqx.field(static=True)
+    # structure found at trace time (`_sparsity`): M diagonal; the entries (i, j, l) of the sum
+    # (A M⁻¹ Cᵀ)_ij = Σ_l A_il C_jl / M_ll that are not structurally zero (None: use dense products)
+    mass_diagonal: bool = eqx.field(static=True, default=False)
+    gram_entries: tuple | None = eqx.field(static=True, default=None)
 
     @property
     def n(self) -> int:
@@ -56,8 +63,20 @@ class Stages(eqx.Module):
         return self.A.shape[0]
 
     def solve_M(self, x):
-        """$M^{-1} x$ by the Cholesky factor computed once."""
-        return la.cho_solve(self.M_cho, x)
+        """$M^{-1} x$ by the Cholesky factor computed once (a division when $M$ is diagonal)."""
+        if self.mass_diagonal:
+            d = jnp.diagonal(self.M)
+            return x / (d if x.ndim == 1 else d.reshape((-1,) + (1,) * (x.ndim - 1)))
+        return la.spd_solve(self.M, self.M_cho, x)
+
+    def schur(self) -> Float[Array, "k k"]:
+        """$S = A M^{-1} C^\\top$, invertible by (3.19), symmetric positive definite when $W = D$;
+        for a diagonal $M$ only the structurally nonzero terms of the sum are formed."""
+        if self.gram_entries is None:
+            return self.A @ self.solve_M(self.C.T)
+        i, j, l = (np.asarray(x) for x in self.gram_entries)
+        terms = self.A[i, l] * self.C[j, l] / jnp.diagonal(self.M)[l]
+        return jnp.zeros((self.k, self.k), self.M.dtype).at[i, j].add(terms)
 
     @property
     def a_U(self) -> Float[Array, " n"]:
@@ -73,14 +92,14 @@ class Stages(eqx.Module):
     def a_0(self) -> Float[Array, " n"]:
         """An $X_0 \\in \\mathcal{S}(\\mathcal{C})$ (Lemma 1): $a_0 = M^{-1}A^\\top(AM^{-1}A^\\top)^{-1} b$."""
         MinvAT = self.solve_M(self.A.T)
-        return MinvAT @ la.cho_solve(la.cholesky(self.A @ MinvAT), self.b)
+        S = self.schur() if self.ideal else self.A @ MinvAT
+        return MinvAT @ la.spd_solve(S, la.cholesky(S), self.b)
 
     def _Wperp_from(self, y: Float[Array, "k ..."]) -> Float[Array, "n ..."]:
         """$M^{-1}C^\\top(AM^{-1}C^\\top)^{-1} y$, the common factor of (3.20) and (3.32)."""
-        MinvCT = self.solve_M(self.C.T)
-        S = self.A @ MinvCT  # invertible by (3.19); symmetric positive definite when W = D
-        z = la.cho_solve(la.cholesky(S), y) if self.ideal else jnp.linalg.solve(S, y)
-        return MinvCT @ z
+        S = self.schur()  # invertible by (3.19); symmetric positive definite when W = D
+        z = la.spd_solve(S, la.cholesky(S), y) if self.ideal else jnp.linalg.solve(S, y)
+        return self.solve_M(self.C.T @ z)
 
     def project_Wperp(self, u: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
         """$\\Pi_{\\mathcal{W}^\\perp} u = M^{-1}C^\\top(AM^{-1}C^\\top)^{-1}A u$ (3.20)."""
@@ -157,42 +176,167 @@ def _check_constraints(A, C, M_cho):
     return eqx.error_if(A, ~holds(condition_3_19_margin(A, C, M_cho)), CONDITION_3_19 + ".")
 
 
+def _along(fn, t, q, v, directions):
+    """`fn(t, q, v)` and its derivatives along each row of `directions = (dt, dq, dv)`: one JVP of
+    `fn`, traced once and vmapped over the directions."""
+    jvp = lambda dt, dq, dv: jax.jvp(fn, (t, q, v), (dt, dq, dv))
+    return jax.vmap(jvp, out_axes=(None, 0))(*directions)
+
+
+def _flow_and_fibre(t, q, v, fibre):
+    """The directions $(1, v, 0)$ (the total time derivative at fixed $v$, as in (2.10) and
+    Lemma 1), then the fibre directions $(0, 0, e)$ for the rows $e$ of `fibre`."""
+    m = fibre.shape[0]
+    return (
+        jnp.concatenate([jnp.ones((1,), t.dtype), jnp.zeros((m,), t.dtype)]),
+        jnp.concatenate([v[None], jnp.zeros((m, q.shape[0]), q.dtype)]),
+        jnp.concatenate([jnp.zeros((1, v.shape[0]), v.dtype), fibre]),
+    )
+
+
+def _traced(fn, *args):
+    """`fn(*args)` traced once to a jaxpr: its outputs' structural nonzero patterns and a function
+    evaluating it (so user code is traced once for both)."""
+    closed, shape = jax.make_jaxpr(fn, return_shape=True)(*args)
+    tree = jax.tree_util.tree_structure(shape)
+    patterns = jax.tree_util.tree_unflatten(tree, jaxpr_nonzero_pattern(closed))
+    evaluate = lambda *a: jax.tree_util.tree_unflatten(tree, jex.jaxpr_as_fun(closed)(*a))
+    return patterns, evaluate
+
+
+def _coloring(pattern) -> tuple[int, np.ndarray]:
+    """A greedy colouring of the columns of a boolean `pattern` such that columns of one colour
+    have no nonzero row in common (Curtis–Powell–Reid): a product with the 0/1 seed of a colour
+    recovers each of its columns' nonzeros. Returns the number of colours and each column's."""
+    overlap = (pattern.T.astype(np.int32) @ pattern.astype(np.int32)) > 0
+    colors = np.full(pattern.shape[1], -1)
+    for j in range(pattern.shape[1]):
+        used = set(colors[overlap[j] & (colors >= 0)].tolist())
+        colors[j] = next(c for c in range(pattern.shape[1] + 1) if c not in used)
+    return int(colors.max(initial=-1)) + 1, colors
+
+
+def _seeds(n_colors, colors) -> np.ndarray:
+    """The 0/1 seed vectors of a colouring, one row per colour."""
+    return (np.arange(n_colors)[:, None] == colors[None, :]).astype(float)
+
+
+def _mass_and_force(system: LagrangianSystem, t, q, v):
+    """$M = \\partial^2 L/\\partial v^2$ and
+    $Q = \\partial L/\\partial q - \\frac{d}{dt}\\big|_v \\partial L/\\partial v + F^e$ (2.10) from one
+    JVP of $(\\partial L/\\partial q, \\partial L/\\partial v)$ along $(1, v, 0)$ and fibre directions;
+    also whether $M$ is structurally diagonal.
+
+    The directions are the $e_j$ when tracing; if the structural pattern of $M$ lets several
+    columns share a direction (a diagonal $M$: one direction, $M\\mathbf 1$), $M$ is evaluated
+    from those fewer directions instead (compressed Hessian)."""
+    dL = jax.grad(system.L, argnums=(1, 2))
+    n = q.shape[0]
+
+    def derivatives(t, q, v, seeds):
+        (Lq, _), (_, dLv) = _along(dL, t, q, v, _flow_and_fibre(t, q, v, seeds))
+        return Lq, dLv[0], dLv[1:]  # ∂L/∂q, d/dt|_v ∂L/∂v (mixed and ∂_t terms), M·seeds
+
+    identity = lambda t, q, v: derivatives(t, q, v, jnp.eye(n, dtype=v.dtype))
+    patterns, evaluate = _traced(identity, t, q, v)
+    pattern = patterns[2]
+    diagonal = not np.any(pattern & ~np.eye(n, dtype=bool))
+    n_colors, colors = _coloring(pattern)
+    if n_colors < n:
+        seeds = jnp.asarray(_seeds(n_colors, colors), v.dtype)
+        Lq, mixed, compressed = derivatives(t, q, v, seeds)
+        M = jnp.where(pattern, compressed[colors].T, 0.0)  # M_ij from the seed of j's colour
+    else:
+        Lq, mixed, M = evaluate(t, q, v)
+    return M, Lq - mixed + system.external_force(t, q, v), diagonal
+
+
+def _constraint_stages(system: LagrangianSystem, t, q, v):
+    """$\\phi$, $A = \\partial\\phi/\\partial v$ and
+    $b = -(\\partial\\phi/\\partial q\\, v + \\partial_t\\phi)$ (Lemma 1) from one linearization of
+    $\\phi$, with $A$ by reverse passes of its transpose, and the structural nonzero pattern of
+    $A$. Rows of $A$ with no column in common share one reverse pass (compressed Jacobian)."""
+
+    def derivatives(t, q, v, seeds=None):
+        phi, lin = jax.linearize(system.constraint.residual, t, q, v)
+        b = -lin(jnp.ones_like(t), v, jnp.zeros_like(v))
+        lin_v = lambda dv: lin(jnp.zeros_like(t), jnp.zeros_like(q), dv)
+        seeds = np.eye(phi.shape[0]) if seeds is None else seeds
+        (rows,) = jax.vmap(jax.linear_transpose(lin_v, v))(jnp.asarray(seeds, phi.dtype))
+        return phi, b, rows  # rows = seedsᵀ A
+
+    patterns, evaluate = _traced(derivatives, t, q, v)
+    pattern = patterns[2]
+    n_colors, colors = _coloring(pattern.T)
+    if n_colors < pattern.shape[0]:
+        phi, b, compressed = derivatives(t, q, v, _seeds(n_colors, colors))
+        A = jnp.where(pattern, compressed[colors], 0.0)  # A_il from the seed of row i's colour
+    else:
+        phi, b, A = evaluate(t, q, v)
+    return phi, A, b, pattern
+
+
+# (A M⁻¹ Cᵀ) from its structurally nonzero terms when these are fewer than a dense product's / 4
+_SPARSE_GRAM_FACTOR = 4
+
+
+def _gram_entries(A_pattern, C_pattern) -> tuple | None:
+    """The index triples $(i, j, l)$ with $A_{il} C_{jl}$ not structurally zero, or None if a dense
+    product is cheaper."""
+    k, n = A_pattern.shape
+    i, j, l = np.nonzero(A_pattern[:, None, :] & C_pattern[None, :, :])
+    if _SPARSE_GRAM_FACTOR * i.size > k * k * n:
+        return None
+    return tuple(i.tolist()), tuple(j.tolist()), tuple(l.tolist())
+
+
 def assemble(system: LagrangianSystem, state: State, t: RealScalarLike = 0.0, *, checks: bool = True) -> Stages:
     """Compute the shared stages at `(t, state)`; shape errors raise before tracing.
 
     With `checks=True` the value conditions (regular $L$, admissibility (3.7), condition (3.19))
     are checked with `eqx.error_if`; simulations may turn them off and rely on non-finite values.
+
+    $M$ and $Q$ come from one JVP of $\\partial L$, $\\phi$, $A$ and $b$ from one linearization of
+    $\\phi$. Structure is recognized at trace time (`_sparsity`): when the pattern of $M$ or $A$
+    lets columns (rows) share a derivative pass they are traced again with fewer passes, a
+    diagonal $M$ is solved by division, and with sparse $A$, $C$ only the nonzero terms of
+    $A M^{-1} C^\\top$ are formed. Values stay traced, so everything remains differentiable.
     """
     system.check_shapes(state, t)
     q, v = state.q, state.v
     t = jnp.asarray(t, q.dtype)
-    M = system.mass_matrix(state, t)
-    M_cho = la.cholesky(M)
+    M, Q, diagonal = _mass_and_force(system, t, q, v)
+    M_cho = jnp.diag(jnp.sqrt(jnp.diagonal(M))) if diagonal else la.cholesky(M)
     if checks:
         M_cho = _check_mass_matrix(M, M_cho)
-    Q = system.generalized_force(state, t)
     F0 = system.known_work_force(t, q, v)
     if system.constraint is None:
         A = jnp.zeros((0, q.shape[0]), q.dtype)
         b = jnp.zeros((0,), q.dtype)
         return Stages(
             system=system, state=state, t=t, M=M, M_cho=M_cho, Q=Q, F0=F0, phi=b, A=A, b=b, C=A,
-            ideal=True,
+            ideal=True, mass_diagonal=diagonal,
         )
-    phi = system.constraint.residual
-    k = jax.eval_shape(phi, t, q, v).shape[0]
-    jac = jax.jacrev if 2 * k < q.shape[0] else jax.jacfwd  # fewer passes: k reverse or n forward
-    A = jac(phi, argnums=2)(t, q, v)  # A = ∂φ/∂v
-    # b = -(∂φ/∂q v + ∂_t φ), so that dφ(v, a) = 0 ⇔ A a = b (Lemma 1)
-    phi_value, dphi = jax.jvp(lambda t_, q_: phi(t_, q_, v), (t, q), (jnp.ones_like(t), v))
-    b = -dphi
+    phi_value, A, b, A_pattern = _constraint_stages(system, t, q, v)
     ideal = system.work_space is None
-    C = A if ideal else system.work_space.annihilator_matrix(t, q, v)
+    gram = None
+    if ideal:
+        C = A
+        if diagonal:
+            gram = _gram_entries(A_pattern, A_pattern)
+    else:
+        annihilator = system.work_space.annihilator_matrix
+        if diagonal:
+            C_pattern, evaluate = _traced(annihilator, t, q, v)
+            C = evaluate(t, q, v)
+            gram = _gram_entries(A_pattern, C_pattern)
+        else:
+            C = annihilator(t, q, v)
     if checks:
         A = _check_constraints(A, C, M_cho)
         if ideal:
             C = A
     return Stages(
         system=system, state=state, t=t, M=M, M_cho=M_cho, Q=Q, F0=F0, phi=phi_value, A=A, b=b, C=C,
-        ideal=ideal,
+        ideal=ideal, mass_diagonal=diagonal, gram_entries=gram,
     )
