@@ -17,7 +17,7 @@ import jax.tree_util as jtu
 import numpy as np
 import optimistix as optx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
-from jaxtyping import Array, Bool, PyTree
+from jaxtyping import Array, ArrayLike, Bool, PyTree
 
 from ._custom_types import Args, RealScalarLike, VectorField
 
@@ -206,7 +206,7 @@ DEFAULT_MAX_OUTPUT_BYTES = 4 * 2**30
 
 
 def check_output_size(
-    y0: PyTree[Array], saveat: diffrax.SaveAt, max_steps: int, *, batched: bool, extra: int,
+    y0: PyTree[ArrayLike], saveat: diffrax.SaveAt, max_steps: int, *, batched: bool, extra: int,
     max_output_bytes: int | None,
 ) -> int:
     """The bytes the saved output will take — `B × T × (size of y + extra + 1)` values, with `T`
