@@ -16,6 +16,7 @@ from ._bundle import (
     vertical_lift as vertical_lift,
     vertical_lift_inverse as vertical_lift_inverse,
 )
+from ._checks import Failure as Failure
 from ._constraint import (
     AbstractConstraint as AbstractConstraint,
     Constraint as Constraint,

@@ -7,6 +7,7 @@ and the on-$\\mathcal{C}$ check of `simulate` all call these. Each condition is 
 `NaN <= x` are both false).
 """
 
+import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
@@ -28,6 +29,34 @@ CONDITION_3_19 = (
     "condition (3.19) T_qQ = D ⊕ W^⊥ fails at this state (A M⁻¹ Cᵀ is singular): the work "
     "space W must have dim W = dim D and W^⊥ ∩ D = {0}; choose another W"
 )
+
+OFF_CONSTRAINT = (
+    "the state is off the constraint manifold C (|φ|/(1 + |v|∞) or |h| above 1e-8 in float64, "
+    "1e-4 in float32; NaN counts as off C): make it consistent with "
+    "gm.consistent_state(system, state, fixed_q=..., fixed_v=...) or "
+    "gm.project_to_constraints(system, state)"
+)
+
+
+class Failure(eqx.Enumeration):
+    """Why a trajectory of `gm.simulate` was not integrated: the precondition its initial state
+    failed (`Solution.failure`, one per trajectory; `Failure.none` for the others). The checks
+    are those of `gm.validate`, in this order."""
+
+    none = "no failed precondition"
+    nonfinite_state = (
+        "the initial state has NaN or inf entries in q or v: give finite initial data"
+    )
+    off_constraint = OFF_CONSTRAINT
+    mass_matrix = MASS_MATRIX
+    admissibility = ADMISSIBILITY
+    condition_3_19 = CONDITION_3_19
+    nonfinite_acceleration = (
+        "the acceleration a_R of the solver is NaN or inf at the initial state although M, (3.7) "
+        "and (3.19) hold: L, a force or a constraint is not finite there (gm.validate(system, "
+        "state, t) names the function), or a condition of the solver itself fails "
+        "(gm.NonholonomicMomentum: the action must leave L invariant, (4.13))"
+    )
 
 
 def holds(margin: Margin) -> Bool[Array, ""]:

@@ -104,6 +104,50 @@ class GuardedSolver(diffrax.AbstractWrappedSolver):
         return self.solver.func(terms, t0, y0, args)
 
 
+class _Frozen(eqx.Module):
+    """`rhs` (or a projection, `identity=True`) of a trajectory that is not integrated: zero
+    (resp. the identity) where `frozen`, so the trajectory stays at its (finite) start state."""
+
+    fn: Callable
+    frozen: Bool[Array, ""]
+    identity: bool = eqx.field(static=True)
+
+    def __call__(self, t, y, args):
+        out = self.fn(t, y, args)
+        keep = y if self.identity else jtu.tree_map(jnp.zeros_like, out)
+        return jtu.tree_map(lambda a, b: jnp.where(self.frozen, a, b), keep, out)
+
+
+def _stand_in(y0, skip, batched: bool):
+    """`y0` with every skipped trajectory replaced by a finite stand-in: the first trajectory that
+    is not skipped (zeros if there is none, or unbatched), so nothing non-finite is evaluated."""
+    if not batched:
+        return jtu.tree_map(lambda x: jnp.where(skip, jnp.zeros_like(x), x), y0)
+    first = jnp.argmin(skip)  # the first False (0 if all are skipped)
+    fallback = jtu.tree_map(
+        lambda x: jnp.where(jnp.all(skip), jnp.zeros_like(x[0]), x[first]), y0
+    )
+    mask = lambda x: skip.reshape(skip.shape + (1,) * (x.ndim - 1))
+    return jtu.tree_map(lambda x, f: jnp.where(mask(x), f, x), y0, fallback)
+
+
+def _as_not_reached(raw: "RawSolution", y0, skip, t0) -> "RawSolution":
+    """A skipped trajectory's output: its own `y0` saved at `t0`, `inf` at every other saved time
+    (diffrax's convention for times not reached), `t_final = t0`."""
+    at_t0 = raw.ts == t0
+    ts = jnp.where(skip[..., None] & ~at_t0, jnp.inf, raw.ts)
+
+    def saved(y, y_start):  # y: (*B, T, ...), y_start: (*B, ...)
+        start = jnp.broadcast_to(jnp.expand_dims(y_start, skip.ndim), y.shape)
+        new = jnp.where(at_t0.reshape(at_t0.shape + (1,) * (y.ndim - at_t0.ndim)), start, jnp.inf)
+        return jnp.where(skip.reshape(skip.shape + (1,) * (y.ndim - skip.ndim)), new, y)
+
+    ys = jtu.tree_map(saved, raw.ys, y0)
+    return eqx.tree_at(
+        lambda r: (r.ts, r.ys, r.t_final), raw, (ts, ys, jnp.where(skip, t0, raw.t_final))
+    )
+
+
 def all_finite(tree) -> Bool[Array, ""]:
     """Whether every inexact array in `tree` is finite."""
     leaves = [
@@ -434,6 +478,7 @@ def integrate(
     batched: bool,
     project: Callable[[RealScalarLike, PyTree, Args], PyTree] | None = None,
     event: diffrax.Event | None = None,
+    skip: Bool[Array, "*B"] | None = None,
 ) -> RawSolution:
     """Integrate $\\dot y = $ `rhs(t, y, args=None)` for one `y0` or a batch of them.
 
@@ -452,6 +497,10 @@ def integrate(
         to every saved `y`; must be differentiable for gradients (fixed-iteration Newton).
     - `event`: an optional `diffrax.Event` (its `cond_fn` on ONE unbatched `y`, like `rhs`): a
         trajectory whose event fires stops there with `result == diffrax.RESULTS.event_occurred`.
+    - `skip`: optional booleans (`()` or `(B,)`): trajectories not to integrate (a failed
+        precondition). Each is run as a constant stand-in (a finite state, zero right-hand side),
+        and returned with its `y0` saved at `t0`, `inf` after and `t_final = t0`; the others are
+        computed exactly as without it. The caller sets their `result`.
 
     Every integration is guarded (`GuardedSolver`): a step giving NaN/inf is rejected, and a
     trajectory whose step size falls to the resolution of $t$ (or a fixed-step one that
@@ -481,9 +530,15 @@ def integrate(
         )
     closure = (rhs, options, saveat, project, t0, t1, event)
     dynamic, static = eqx.partition(closure, eqx.is_array)
+    y0_given = y0
+    if skip is not None:
+        y0 = _stand_in(y0, skip, batched)
 
-    def solve_one(dynamic, y0_):
+    def solve_one(dynamic, y0_, skip_):
         rhs_, options_, saveat_, project_, t0_, t1_, event_ = eqx.combine(dynamic, static)
+        if skip_ is not None:
+            rhs_ = _Frozen(rhs_, skip_, identity=False)
+            project_ = None if project_ is None else _Frozen(project_, skip_, identity=True)
         controller = options_.stepsize_controller
         solver = GuardedSolver(_fill_implicit_tolerances(options_.integrator, controller), project_)
         sol = diffrax.diffeqsolve(
@@ -514,28 +569,32 @@ def integrate(
         return RawSolution(ts, ys, _never_nonfinite_success(sol.result, ts, ys), stats, t_final)
 
     if not batched:
-        out = solve_one(dynamic, y0)
+        out = solve_one(dynamic, y0, skip)
     else:
-        solve_batch = jax.vmap(solve_one, in_axes=(None, 0))
+        solve_batch = jax.vmap(solve_one, in_axes=(None, 0, 0))
         mesh, spec = batch_sharding(options.sharding)
         if mesh is None and spec is not None:
             y0 = jax.lax.with_sharding_constraint(y0, spec)
-            out = solve_batch(dynamic, y0)
+            out = solve_batch(dynamic, y0, skip)
         elif mesh is not None:
             shards = 1
             for name in spec[0] if isinstance(spec[0], tuple) else (spec[0],):
                 shards *= mesh.shape[name]
             B = jtu.tree_leaves(y0)[0].shape[0]
             pad = -B % shards  # pad with copies of trajectory 0, dropped afterwards
+            skip_all = jnp.zeros((B,), bool) if skip is None else skip
             if pad:
-                y0 = jtu.tree_map(
-                    lambda x: jnp.concatenate([x, jnp.repeat(x[:1], pad, axis=0)]), y0
+                y0, skip_all = jtu.tree_map(
+                    lambda x: jnp.concatenate([x, jnp.repeat(x[:1], pad, axis=0)]), (y0, skip_all)
                 )
-            out = _shard_map(solve_batch, mesh, (PartitionSpec(), spec), spec)(dynamic, y0)
+            specs = (PartitionSpec(), spec, spec)
+            out = _shard_map(solve_batch, mesh, specs, spec)(dynamic, y0, skip_all)
             if pad:
                 out = jtu.tree_map(lambda x: x[:B], out)
         else:
-            out = solve_batch(dynamic, y0)
+            out = solve_batch(dynamic, y0, skip)
+    if skip is not None:
+        out = _as_not_reached(out, y0_given, skip, t0)
     if options.throw:  # on `result` only: a check on every output would gather them onto one device
         singular = (out.result == diffrax.RESULTS.nonfinite) | (
             out.result == diffrax.RESULTS.dt_min_reached

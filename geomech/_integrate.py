@@ -6,15 +6,24 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.sharding import Mesh, Sharding
 from jaxtyping import Array, Float
 
 from ._bundle import State
 from ._custom_types import RealScalarLike
-from ._dynamics import check_on_constraint, check_solver, constrained_acceleration
+from ._checks import (
+    Failure,
+    admissibility_margin,
+    condition_3_19_margin,
+    holds,
+    mass_matrix_margin,
+)
+from ._dynamics import check_on_constraint, check_solver, constrained_acceleration, on_constraint
 from ._engine import (
     DEFAULT_MAX_OUTPUT_BYTES,
     RawSolution,
+    all_finite,
     check_output_size,
     integrate,
     results_where,
@@ -78,7 +87,12 @@ class Solution(eqx.Module):
         else `diffrax.RESULTS.dt_min_reached`; a fixed-step integrator stops at its first
         non-finite step with `nonfinite`. Saved states after the stop are `inf` (diffrax's
         convention) and `SaveAt(t1=True)` holds the last state reached. Other failures keep
-        diffrax's codes (`max_steps_reached`, ...).
+        diffrax's codes (`max_steps_reached`, ...). A trajectory whose initial state fails a
+        precondition is not integrated: `diffrax.RESULTS.singular`, and `failure` says which.
+    - `failure`: a `gm.Failure` per trajectory, `gm.Failure.none` unless the initial state
+        failed a precondition (`nonfinite_state`, `off_constraint`, `mass_matrix`,
+        `admissibility`, `condition_3_19`, `nonfinite_acceleration`); such a trajectory keeps
+        its `y0` at `t0` and `inf` at the later saved times, and `t_final == t0`.
     - `t_final`: the time each trajectory reached, `()` (or `(B,)`): `t1`, or where it stopped
         early (NaN for a trajectory stopped early under `diffrax.BacksolveAdjoint`).
     - `energy`: $E_L$ (2.7) at the saved states, `(T,)`.
@@ -93,6 +107,7 @@ class Solution(eqx.Module):
     ts: Float[Array, "*B T"]
     states: State
     result: diffrax.RESULTS
+    failure: Failure
     t_final: Float[Array, "*B"]
     energy: Float[Array, "*B T"]
     constraint_residual: Float[Array, "*B T"]
@@ -101,11 +116,23 @@ class Solution(eqx.Module):
 
     @classmethod
     def from_raw(
-        cls, system: LagrangianSystem, raw: RawSolution, *, batched: bool, throw: bool
+        cls,
+        system: LagrangianSystem,
+        raw: RawSolution,
+        *,
+        batched: bool,
+        throw: bool,
+        failure: Failure | None = None,
     ) -> "Solution":
         """The `Solution` of an engine result whose saved values are `State`s. A trajectory whose
         energy is non-finite at a saved state is not successful (`nonfinite`; an error if
-        `throw`)."""
+        `throw`); one with a `failure` (not integrated) is `singular`."""
+        if failure is None:
+            failure = Failure.where(jnp.zeros(raw.t_final.shape, bool), Failure.none, Failure.none)
+        failed = failure != Failure.none
+        raw = eqx.tree_at(
+            lambda r: r.result, raw, results_where(failed, diffrax.RESULTS.singular, raw.result)
+        )
         E, phi, h = Diagnostics(system).along(raw.ts, raw.ys, batched=batched)
         bad = diffrax.is_okay(raw.result) & jnp.any(
             ~jnp.isfinite(E) & jnp.isfinite(raw.ts), axis=-1
@@ -114,7 +141,7 @@ class Solution(eqx.Module):
         if throw:
             result = eqx.error_if(result, bad, NONFINITE_ENERGY_MESSAGE)
         return cls(
-            ts=raw.ts, states=raw.ys, result=result, t_final=raw.t_final, energy=E,
+            ts=raw.ts, states=raw.ys, result=result, failure=failure, t_final=raw.t_final, energy=E,
             constraint_residual=phi, position_residual=h, stats=raw.stats,
         )
 
@@ -218,16 +245,87 @@ def simulate(
         controller = options.stepsize_controller
         warn_if_imprecise(y0.q.dtype, controller.rtol, controller.atol)
     t0, t1 = jnp.asarray(t0, y0.q.dtype), jnp.asarray(t1, y0.q.dtype)
-    return _simulate(system, y0, t0, t1, solver, stabilization, options, batched=batched)
+    # the indices of trajectories that fail a precondition can be named only with concrete values
+    traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((system, y0)))
+    sol = _simulate(
+        system, y0, t0, t1, solver, stabilization, options, batched=batched,
+        throw_in_jit=throw and traced,
+    )
+    if throw and not traced:
+        raise_failures(sol.failure)
+    return sol
 
 
 @eqx.filter_jit
-def _simulate(system, y0, t0, t1, solver, stabilization, options, *, batched) -> Solution:
-    y0 = check_initial_states(system, y0, t0, batched=batched)
+def _simulate(
+    system, y0, t0, t1, solver, stabilization, options, *, batched, throw_in_jit
+) -> Solution:
+    failure = initial_failures(system, solver, y0, t0, batched=batched)
+    if throw_in_jit:  # under the caller's jit: the condition, without the indices
+        for item in FAILURES:
+            failure = eqx.error_if(
+                failure, failure == item, f"{_failure_message(item)} (the indices of the failing "
+                "trajectories are named when simulate is called outside jax.jit; or pass "
+                "throw=False and read sol.failure)."
+            )
     rhs = ConstrainedField(system, solver, stabilization)
     project = stabilization.state_projection(system)
-    raw = integrate(rhs, y0, t0, t1, options, batched=batched, project=project)
-    return Solution.from_raw(system, raw, batched=batched, throw=options.throw)
+    skip = failure != Failure.none
+    raw = integrate(rhs, y0, t0, t1, options, batched=batched, project=project, skip=skip)
+    return Solution.from_raw(system, raw, batched=batched, throw=options.throw, failure=failure)
+
+
+FAILURES = [getattr(Failure, name) for name in Failure._name_to_item if name != "none"]
+
+
+def _failure_message(item: Failure) -> str:
+    return f"simulate: an initial state fails a precondition ({item._enumeration[item]})"
+
+
+def initial_failure(system: LagrangianSystem, solver: AbstractSolver, state: State, t) -> Failure:
+    """The first precondition of `simulate` that `state` fails (`gm.validate`'s checks: finite,
+    on $\\mathcal{C}$, regular $M$ (2.6), (3.7), (3.19), a finite $a_R$), or `Failure.none`."""
+    stages = assemble(system, state, t, checks=False)
+    ok = [
+        (all_finite(state), Failure.nonfinite_state),
+        (on_constraint(system, state, t), Failure.off_constraint),
+        (holds(mass_matrix_margin(stages.M, stages.M_cho)), Failure.mass_matrix),
+    ]
+    if stages.k:
+        ok += [
+            (holds(admissibility_margin(stages.A)), Failure.admissibility),
+            (holds(condition_3_19_margin(stages.A, stages.C, stages.M_cho)), Failure.condition_3_19),
+        ]
+    ok.append((all_finite(constrained_acceleration(stages, solver)), Failure.nonfinite_acceleration))
+    failure = Failure.none
+    for holds_, item in reversed(ok):  # the first failed condition wins
+        failure = Failure.where(holds_, failure, item)
+    return failure
+
+
+def initial_failures(system: LagrangianSystem, solver: AbstractSolver, y0: State, t0, *, batched: bool) -> Failure:
+    """`initial_failure` of each initial state (`()` or `(B,)`)."""
+    check = lambda s: initial_failure(system, solver, s, t0)
+    return jax.vmap(check)(y0) if batched else check(y0)
+
+
+def raise_failures(failure: Failure) -> None:
+    """Raise a `ValueError` naming the trajectories that failed a precondition and why (concrete
+    `failure` only)."""
+    codes = np.atleast_1d(np.asarray(failure._value))
+    lines = []
+    for item in FAILURES:
+        (index,) = np.nonzero(codes == int(item._value))
+        if index.size:
+            shown = ", ".join(map(str, index[:20].tolist())) + (", ..." if index.size > 20 else "")
+            which = f"trajectories [{shown}] ({index.size} of {codes.size})" if np.ndim(failure._value) else "the trajectory"
+            lines.append(f"- {which}: {item._enumeration[item]}.")
+    if lines:
+        raise ValueError(
+            "simulate: initial states fail a precondition and were not integrated:\n"
+            + "\n".join(lines)
+            + "\nPass throw=False to integrate the others (sol.failure flags these)."
+        )
 
 
 def check_initial_states(system: LagrangianSystem, y0: State, t0, *, batched: bool) -> State:

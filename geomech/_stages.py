@@ -53,6 +53,9 @@ class Stages(eqx.Module):
     # (A M⁻¹ Cᵀ)_ij = Σ_l A_il C_jl / M_ll that are not structurally zero (None: use dense products)
     mass_diagonal: bool = eqx.field(static=True, default=False)
     gram_entries: tuple | None = eqx.field(static=True, default=None)
+    # whether the value conditions were checked (`assemble(checks=True)`); solvers with conditions
+    # of their own check them likewise, or give NaN (reported per trajectory by `simulate`)
+    checked: bool = eqx.field(static=True, default=True)
 
     @property
     def n(self) -> int:
@@ -315,7 +318,7 @@ def assemble(system: LagrangianSystem, state: State, t: RealScalarLike = 0.0, *,
         b = jnp.zeros((0,), q.dtype)
         return Stages(
             system=system, state=state, t=t, M=M, M_cho=M_cho, Q=Q, F0=F0, phi=b, A=A, b=b, C=A,
-            ideal=True, mass_diagonal=diagonal,
+            ideal=True, mass_diagonal=diagonal, checked=checks,
         )
     phi_value, A, b, A_pattern = _constraint_stages(system, t, q, v)
     ideal = system.work_space is None
@@ -338,5 +341,5 @@ def assemble(system: LagrangianSystem, state: State, t: RealScalarLike = 0.0, *,
             C = A
     return Stages(
         system=system, state=state, t=t, M=M, M_cho=M_cho, Q=Q, F0=F0, phi=phi_value, A=A, b=b, C=C,
-        ideal=ideal, mass_diagonal=diagonal, gram_entries=gram,
+        ideal=ideal, mass_diagonal=diagonal, gram_entries=gram, checked=checks,
     )

@@ -11,6 +11,7 @@ from jaxtyping import Array, Bool, Float
 from .._custom_types import RealScalarLike
 from .._bundle import State
 from .._engine import DEFAULT_MAX_OUTPUT_BYTES, check_output_size, integrate, solve_options
+from .._checks import Failure
 from .._integrate import Solution, check_initial_states, simulate
 from .._solver._base import AbstractSolver
 from .._solver._projection import Projection
@@ -66,6 +67,10 @@ class VakonomicSolution(eqx.Module):
     @property
     def result(self) -> diffrax.RESULTS:
         return self.solution.result
+
+    @property
+    def failure(self) -> Failure:
+        return self.solution.failure
 
     @property
     def t_final(self) -> Float[Array, "*B"]:
