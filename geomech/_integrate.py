@@ -275,11 +275,18 @@ def _simulate(
     return Solution.from_raw(system, raw, batched=batched, throw=options.throw, failure=failure)
 
 
-FAILURES = [getattr(Failure, name) for name in Failure._name_to_item if name != "none"]
+FAILURES = (
+    Failure.nonfinite_state,
+    Failure.off_constraint,
+    Failure.mass_matrix,
+    Failure.admissibility,
+    Failure.condition_3_19,
+    Failure.nonfinite_acceleration,
+)
 
 
 def _failure_message(item: Failure) -> str:
-    return f"simulate: an initial state fails a precondition ({item._enumeration[item]})"
+    return f"simulate: an initial state fails a precondition ({Failure[item]})"
 
 
 def initial_failure(system: LagrangianSystem, solver: AbstractSolver, state: State, t) -> Failure:
@@ -312,14 +319,14 @@ def initial_failures(system: LagrangianSystem, solver: AbstractSolver, y0: State
 def raise_failures(failure: Failure) -> None:
     """Raise a `ValueError` naming the trajectories that failed a precondition and why (concrete
     `failure` only)."""
-    codes = np.atleast_1d(np.asarray(failure._value))
     lines = []
     for item in FAILURES:
-        (index,) = np.nonzero(codes == int(item._value))
+        failed = np.asarray(failure == item)
+        (index,) = np.nonzero(np.atleast_1d(failed))
         if index.size:
             shown = ", ".join(map(str, index[:20].tolist())) + (", ..." if index.size > 20 else "")
-            which = f"trajectories [{shown}] ({index.size} of {codes.size})" if np.ndim(failure._value) else "the trajectory"
-            lines.append(f"- {which}: {item._enumeration[item]}.")
+            which = f"trajectories [{shown}] ({index.size} of {failed.size})" if failed.ndim else "the trajectory"
+            lines.append(f"- {which}: {Failure[item]}.")
     if lines:
         raise ValueError(
             "simulate: initial states fail a precondition and were not integrated:\n"
