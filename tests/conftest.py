@@ -1,3 +1,4 @@
+import gc
 import os
 
 import jax
@@ -34,6 +35,36 @@ def _release_compiled_functions():
     every compiled executable alive (the full suite compiles several hundred)."""
     yield
     jax.clear_caches()
+
+
+def _memory_maps() -> int:
+    with open("/proc/self/maps") as f:
+        return sum(1 for _ in f)
+
+
+def _max_memory_maps() -> int:
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read())
+    except OSError:
+        return 65530
+
+
+MAX_MAPS = _max_memory_maps() if os.path.exists("/proc/self/maps") else None
+
+
+@pytest.fixture(autouse=True)
+def _bounded_memory_maps():
+    """Keep the process below the kernel's limit on memory maps (`vm.max_map_count`, 65530 by
+    default). XLA:CPU maps about three regions per compiled kernel — 800 to 1100 for one
+    `simulate` program — and keeps them while the executable lives; a single-process run of the
+    suite reached the limit halfway, and LLVM then fails with "Cannot allocate memory" and the
+    process aborts (reproduced by filling the maps and compiling one simulation). Past half the
+    limit the caches are dropped after the test."""
+    yield
+    if MAX_MAPS is not None and _memory_maps() > MAX_MAPS // 2:
+        jax.clear_caches()
+        gc.collect()
 
 
 def pytest_runtest_teardown(item):
