@@ -170,31 +170,14 @@ class Stages(eqx.Module):
 
 
 def _check_mass_matrix(M, M_cho):
-    return eqx.error_if(M_cho, ~holds(mass_matrix_margin(M, M_cho)), MASS_MATRIX + ".")
+    # on both: with a diagonal M the solves divide by M and never read M_cho
+    return eqx.error_if((M, M_cho), ~holds(mass_matrix_margin(M, M_cho)), MASS_MATRIX + ".")
 
 
 def _check_constraints(A, C, M_cho):
     """Admissibility (3.7) and condition (3.19), scale-free (see `_checks`)."""
     A = eqx.error_if(A, ~holds(admissibility_margin(A)), ADMISSIBILITY + ".")
     return eqx.error_if(A, ~holds(condition_3_19_margin(A, C, M_cho)), CONDITION_3_19 + ".")
-
-
-def _along(fn, t, q, v, directions):
-    """`fn(t, q, v)` and its derivatives along each row of `directions = (dt, dq, dv)`: one JVP of
-    `fn`, traced once and vmapped over the directions."""
-    jvp = lambda dt, dq, dv: jax.jvp(fn, (t, q, v), (dt, dq, dv))
-    return jax.vmap(jvp, out_axes=(None, 0))(*directions)
-
-
-def _flow_and_fibre(t, q, v, fibre):
-    """The directions $(1, v, 0)$ (the total time derivative at fixed $v$, as in (2.10) and
-    Lemma 1), then the fibre directions $(0, 0, e)$ for the rows $e$ of `fibre`."""
-    m = fibre.shape[0]
-    return (
-        jnp.concatenate([jnp.ones((1,), t.dtype), jnp.zeros((m,), t.dtype)]),
-        jnp.concatenate([v[None], jnp.zeros((m, q.shape[0]), q.dtype)]),
-        jnp.concatenate([jnp.zeros((1, v.shape[0]), v.dtype), fibre]),
-    )
 
 
 def _traced(fn, *args):
@@ -226,9 +209,9 @@ def _seeds(n_colors, colors) -> np.ndarray:
 
 def _mass_and_force(system: LagrangianSystem, t, q, v):
     """$M = \\partial^2 L/\\partial v^2$ and
-    $Q = \\partial L/\\partial q - \\frac{d}{dt}\\big|_v \\partial L/\\partial v + F^e$ (2.10) from one
-    JVP of $(\\partial L/\\partial q, \\partial L/\\partial v)$ along $(1, v, 0)$ and fibre directions;
-    also whether $M$ is structurally diagonal.
+    $Q = \\partial L/\\partial q - \\frac{d}{dt}\\big|_v \\partial L/\\partial v + F^e$ (2.10) from JVPs
+    of $(\\partial L/\\partial q, \\partial L/\\partial v)$ along $(1, v)$ in $(t, q)$ and along fibre
+    directions in $v$; also whether $M$ is structurally diagonal.
 
     The directions are the $e_j$ when tracing; if the structural pattern of $M$ lets several
     columns share a direction (a diagonal $M$: one direction, $M\\mathbf 1$), $M$ is evaluated
@@ -237,8 +220,12 @@ def _mass_and_force(system: LagrangianSystem, t, q, v):
     n = q.shape[0]
 
     def derivatives(t, q, v, seeds):
-        (Lq, _), (_, dLv) = _along(dL, t, q, v, _flow_and_fibre(t, q, v, seeds))
-        return Lq, dLv[0], dLv[1:]  # ∂L/∂q, d/dt|_v ∂L/∂v (mixed and ∂_t terms), M·seeds
+        # d/dt|_v ∂L/∂v along (1, v) (the ∂_t and mixed terms of (2.10)): a JVP in (t, q) at fixed
+        # v, so that a second v-derivative that is not finite (L not twice differentiable in v)
+        # shows in M only, not in Q
+        (Lq, _), (_, mixed) = jax.jvp(lambda t_, q_: dL(t_, q_, v), (t, q), (jnp.ones_like(t), v))
+        along = lambda e: jax.jvp(lambda v_: dL(t, q, v_)[1], (v,), (e,))[1]
+        return Lq, mixed, jax.vmap(along)(seeds)  # ∂L/∂q, d/dt|_v ∂L/∂v, M·seeds
 
     identity = lambda t, q, v: derivatives(t, q, v, jnp.eye(n, dtype=v.dtype))
     patterns, evaluate = _traced(identity, t, q, v)
@@ -299,7 +286,7 @@ def assemble(system: LagrangianSystem, state: State, t: RealScalarLike = 0.0, *,
     With `checks=True` the value conditions (regular $L$, admissibility (3.7), condition (3.19))
     are checked with `eqx.error_if`; simulations may turn them off and rely on non-finite values.
 
-    $M$ and $Q$ come from one JVP of $\\partial L$, $\\phi$, $A$ and $b$ from one linearization of
+    $M$ and $Q$ come from JVPs of $\\partial L$, $\\phi$, $A$ and $b$ from one linearization of
     $\\phi$. Structure is recognized at trace time (`_sparsity`): when the pattern of $M$ or $A$
     lets columns (rows) share a derivative pass they are traced again with fewer passes, a
     diagonal $M$ is solved by division, and with sparse $A$, $C$ only the nonzero terms of
@@ -311,7 +298,7 @@ def assemble(system: LagrangianSystem, state: State, t: RealScalarLike = 0.0, *,
     M, Q, diagonal = _mass_and_force(system, t, q, v)
     M_cho = jnp.diag(jnp.sqrt(jnp.diagonal(M))) if diagonal else la.cholesky(M)
     if checks:
-        M_cho = _check_mass_matrix(M, M_cho)
+        M, M_cho = _check_mass_matrix(M, M_cho)
     F0 = system.known_work_force(t, q, v)
     if system.constraint is None:
         A = jnp.zeros((0, q.shape[0]), q.dtype)
