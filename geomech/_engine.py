@@ -200,7 +200,7 @@ def _check_saveat(saveat, t0, t1):
             "saveat must save states: use diffrax.SaveAt(t0=..., t1=..., ts=..., steps=...) "
             "without fn=, subs= or dense=True (compute functions of sol.states afterwards)."
         )
-    if not (sub.t0 or sub.t1 or sub.steps or (sub.ts is not None and np.size(sub.ts) > 0)):
+    if not (sub.t0 or sub.t1 or sub.steps or sub.ts is not None):
         raise ValueError("saveat saves nothing: give t0=True, t1=True, ts=... or steps=True.")
     ts, start, end = _concrete(sub.ts), _concrete(t0), _concrete(t1)
     if sub.ts is None or ts is None:
