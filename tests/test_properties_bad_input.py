@@ -10,7 +10,8 @@ import diffrax
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from random_systems import random_system
 
 import geomech as gm
