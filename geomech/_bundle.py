@@ -12,7 +12,18 @@ from jaxtyping import Array, Bool, Float
 
 
 def _as_inexact(x):
-    x = jnp.asarray(x)
+    try:
+        x = jnp.asarray(x)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"State(q, v) takes real arrays of coordinates and velocities, got {type(x).__name__} "
+            f"{x!r:.60}."
+        ) from None
+    if jnp.issubdtype(x.dtype, jnp.complexfloating) or not jnp.issubdtype(x.dtype, jnp.number):
+        raise TypeError(
+            f"State(q, v) takes real arrays of coordinates and velocities, got dtype {x.dtype}: "
+            "a point of TQ has real coordinates."
+        )
     return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(float)
 
 

@@ -9,6 +9,7 @@ and the on-$\\mathcal{C}$ check of `simulate` all call these. Each condition is 
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Bool, Float
 
 from . import _linalg as la
@@ -38,18 +39,62 @@ OFF_CONSTRAINT = (
 )
 
 
+# The values computed at a state, what produced each and how to fix it when it is not finite
+# (`validate` names them all, `assemble`'s runtime checks the first):
+# (name, what produced it, the inputs it is computed from, how to fix)
+NONFINITE = (
+    (
+        "L",
+        "the Lagrangian L",
+        (),
+        "check it for divisions by zero, logarithms or square roots of "
+        "non-positive numbers at this state",
+    ),
+    ("force", "the force F^e", (), "check the force function at this state"),
+    ("known_work", "known_work F^0", (), "check the known_work function at this state"),
+    ("phi", "the constraint φ", (), "check the constraint function at this state"),
+    ("h", "the holonomic constraint h", (), "check h at this state"),
+    (
+        "M",
+        "the mass matrix M = ∂²L/∂v∂v (second velocity derivatives of the Lagrangian)",
+        ("L",),
+        "L is not twice differentiable in v here (e.g. |v| or sqrt at zero)",
+    ),
+    (
+        "Q",
+        "the generalized force Q = ∂L/∂q − (∂²L/∂v∂q) v − ∂_t ∂L/∂v + F^e",
+        ("L", "force", "M"),  # a non-finite ∂L/∂v makes both M and Q non-finite: report M
+        "the first or mixed derivatives of L are not finite here",
+    ),
+    ("A", "∂φ/∂v of the constraint", ("phi",), "the constraint is not differentiable in v here"),
+    (
+        "b",
+        "∂φ/∂q v + ∂_t φ of the constraint",
+        ("phi",),
+        "the constraint is not differentiable in q (or t) here",
+    ),
+    ("C", "the work space W", (), "check the work_space basis or annihilator at this state"),
+)
+
+NONFINITE_STATE = "the state has NaN or inf entries in q or v: give finite q and v"
+NONFINITE_TIME = "the time t is NaN or inf: give a finite t"
+WORK_SPACE = (
+    "the work space W is rank deficient at this state: its basis columns (or annihilator rows) "
+    "are linearly dependent; give dim W = n − k independent vectors (or k independent rows)"
+)
+
+
 class Failure(eqx.Enumeration):
     """Why a trajectory of `gm.simulate` was not integrated: the precondition its initial state
     failed (`Solution.failure`, one per trajectory; `Failure.none` for the others). The checks
     are those of `gm.validate`, in this order."""
 
     none = "no failed precondition"
-    nonfinite_state = (
-        "the initial state has NaN or inf entries in q or v: give finite initial data"
-    )
+    nonfinite_state = NONFINITE_STATE
     off_constraint = OFF_CONSTRAINT
     mass_matrix = MASS_MATRIX
     admissibility = ADMISSIBILITY
+    work_space = WORK_SPACE
     condition_3_19 = CONDITION_3_19
     nonfinite_acceleration = (
         "the acceleration a_R of the solver is NaN or inf at the initial state although M, (3.7) "
@@ -57,6 +102,16 @@ class Failure(eqx.Enumeration):
         "state, t) names the function), or a condition of the solver itself fails "
         "(gm.NonholonomicMomentum: the action must leave L invariant, (4.13))"
     )
+
+
+def check_time(t, name: str) -> None:
+    """A `ValueError`/`TypeError` naming `name` unless `t` is a real scalar (before tracing;
+    whether it is finite is checked where the value is used)."""
+    if np.ndim(t) != 0:
+        raise ValueError(f"{name} must be a scalar time, got shape {np.shape(t)}.")
+    dtype = t.dtype if hasattr(t, "dtype") else np.asarray(t).dtype
+    if np.dtype(dtype).kind not in "iuf":
+        raise TypeError(f"{name} must be a real number, got {t!r:.60} (dtype {dtype}).")
 
 
 def holds(margin: Margin) -> Bool[Array, ""]:
@@ -85,6 +140,13 @@ def full_row_rank_margin(X: Float[Array, "k n"]) -> Margin:
     return min_singular_value(unit_rows(X)), jnp.asarray(
         rank_tolerance(X.dtype, X.shape[1]), X.dtype
     )
+
+
+def work_space_margin(work_space, t, q, v) -> Margin:
+    """A work space of full rank: its `basis` columns (or `annihilator` rows) independent."""
+    if work_space.basis is not None:
+        return full_row_rank_margin(work_space.basis_matrix(t, q, v).T)
+    return full_row_rank_margin(work_space.annihilator_matrix(t, q, v))
 
 
 def admissibility_margin(A: Float[Array, "k n"]) -> Margin:

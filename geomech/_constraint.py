@@ -13,9 +13,10 @@ from collections.abc import Callable, Sequence
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
-from ._linalg import null_space
+from ._linalg import null_space, rank_tolerance
 
 
 def call(fn: Callable, t, *args, time_dependent: bool):
@@ -43,6 +44,16 @@ def _as_rows(x, name):
 
 def _bound(obj, time_dependent: bool):
     return dataclasses.replace(obj, time_dependent=time_dependent)
+
+
+def _check_callable(owner: str, name: str, fn, form: str, optional: bool = False):
+    """A `TypeError` naming the argument if `fn` is not a function (before any tracing)."""
+    if (fn is None and optional) or callable(fn):
+        return
+    raise TypeError(
+        f"{owner}: {name} must be a function {form} (a constant wrapped as e.g. "
+        f"lambda q: value), got {type(fn).__name__} {fn!r:.60}."
+    )
 
 
 class AbstractConstraint(eqx.Module):
@@ -106,6 +117,9 @@ class Constraint(AbstractConstraint):
     phi: Callable
     time_dependent: bool = eqx.field(default=False, static=True)
 
+    def __check_init__(self):
+        _check_callable("Constraint", "phi", self.phi, "phi(q, v) -> (k,)")
+
     def residual(self, t, q, v):
         return _as_rows(call(self.phi, t, q, v, time_dependent=self.time_dependent), "phi")
 
@@ -143,6 +157,9 @@ class HolonomicConstraint(AbstractConstraint):
     h: Callable
     time_dependent: bool = eqx.field(default=False, static=True)
 
+    def __check_init__(self):
+        _check_callable("HolonomicConstraint", "h", self.h, "h(q) -> (k,)")
+
     def position_residual(self, t, q):
         return _as_rows(call(self.h, t, q, time_dependent=self.time_dependent), "h")
 
@@ -179,6 +196,10 @@ class LinearConstraint(AbstractConstraint):
     A_of_q: Callable
     c_of_q: Callable | None = None
     time_dependent: bool = eqx.field(default=False, static=True)
+
+    def __check_init__(self):
+        _check_callable("LinearConstraint", "A_of_q", self.A_of_q, "A_of_q(q) -> (k, n)")
+        _check_callable("LinearConstraint", "c_of_q", self.c_of_q, "c_of_q(q) -> (k,)", True)
 
     def residual(self, t, q, v):
         A = jnp.asarray(call(self.A_of_q, t, q, time_dependent=self.time_dependent))
@@ -237,6 +258,39 @@ class StackedConstraint(AbstractConstraint):
         return jnp.concatenate([c.discrete_residual(t0, q0, dt, dq) for c in self.constraints])
 
 
+def _check_constant_subspace(name: str, x) -> None:
+    """A constant `basis` (columns) or `annihilator` (rows) must be a finite real matrix of full
+    rank (checked when the `Subspace` is built; functions are checked per state by `gm.validate`
+    and the runtime checks)."""
+    if x is None or callable(x) or isinstance(x, jax.core.Tracer):
+        return
+    try:
+        X = np.asarray(x)
+    except (TypeError, ValueError):
+        X = np.asarray(None)
+    if X.dtype.kind not in "iuf":
+        raise TypeError(
+            f"Subspace {name} must be a function (q, v) -> matrix or a constant real array, got "
+            f"{type(x).__name__} {x!r:.60}."
+        )
+    if X.ndim not in (1, 2) or X.size == 0:
+        raise ValueError(f"Subspace {name} must be a vector or a matrix, got shape {X.shape}.")
+    if not np.all(np.isfinite(X)):
+        raise ValueError(f"Subspace {name} has NaN or inf entries.")
+    vectors = np.atleast_2d(X.T if (name == "basis" and X.ndim == 2) else X).astype(float)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    # the scale-free rank test of `_checks.full_row_rank_margin`: σ of the unit vectors
+    sigma = np.linalg.svd(vectors / np.where(norms > 0, norms, 1.0), compute_uv=False)
+    rank = int(np.sum(sigma > float(rank_tolerance(np.float64, vectors.shape[1]))))
+    if rank < vectors.shape[0]:
+        what = "columns" if name == "basis" else "rows"
+        raise ValueError(
+            f"Subspace {name} is rank deficient: its {vectors.shape[0]} {what} span only {rank} "
+            f"dimension(s). Give linearly independent {what} (a basis of W needs n - k independent "
+            "columns, an annihilator k independent rows)."
+        )
+
+
 class Subspace(eqx.Module):
     """A subspace $\\mathcal{W}_{(q,v)} \\subset T_qQ$ on which the constraint force does no work.
 
@@ -256,6 +310,8 @@ class Subspace(eqx.Module):
     def __check_init__(self):
         if (self.basis is None) == (self.annihilator is None):
             raise ValueError("Subspace needs exactly one of basis=... or annihilator=....")
+        for name in ("basis", "annihilator"):
+            _check_constant_subspace(name, getattr(self, name))
 
     def bind_time(self, time_dependent: bool) -> "Subspace":
         """This subspace with its functions read as `f(t, q, v)` if `time_dependent`."""

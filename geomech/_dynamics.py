@@ -10,10 +10,11 @@ from ._checks import constraint_tolerance, position_residual, velocity_residual,
 from ._solver._base import AbstractSolver
 from ._solver._projection import Projection
 from ._stages import Stages, assemble
-from ._system import LagrangianSystem
+from ._system import LagrangianSystem, check_system
 
 
 def check_solver(system: LagrangianSystem, solver: AbstractSolver):
+    check_system(system)
     if not isinstance(solver, AbstractSolver):
         raise TypeError(f"solver must be a geomech solver such as gm.Projection(), got {solver!r}.")
     if system.known_work is not None and not solver.supports_known_work:

@@ -19,6 +19,7 @@ import optimistix as optx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 from jaxtyping import Array, ArrayLike, Bool, PyTree
 
+from ._checks import check_time
 from ._custom_types import Args, RealScalarLike, VectorField
 
 # diffrax's marker "take this tolerance from the step-size controller", through its public API
@@ -190,7 +191,7 @@ class SolveOptions(eqx.Module):
     sharding: Sharding | Mesh | None = eqx.field(static=True)
 
 
-def _check_saveat(saveat):
+def _check_saveat(saveat, t0, t1):
     if not isinstance(saveat, diffrax.SaveAt):
         raise TypeError(f"saveat must be a diffrax.SaveAt, got {type(saveat).__name__}.")
     sub = saveat.subs
@@ -201,6 +202,27 @@ def _check_saveat(saveat):
         )
     if not (sub.t0 or sub.t1 or sub.steps or sub.ts is not None):
         raise ValueError("saveat saves nothing: give t0=True, t1=True, ts=... or steps=True.")
+    ts, start, end = _concrete(sub.ts), _concrete(t0), _concrete(t1)
+    if sub.ts is None or ts is None:
+        return
+    if ts.ndim != 1:
+        raise ValueError(f"saveat.ts must be a 1-D array of times, got shape {ts.shape}.")
+    if not np.all(np.isfinite(ts)):
+        raise ValueError(f"saveat.ts has NaN or inf entries: {ts}.")
+    if start is None or end is None:
+        return
+    low, high = min(start, end), max(start, end)
+    if np.any((ts < low) | (ts > high)):
+        raise ValueError(
+            f"saveat.ts must lie in [t0, t1] = [{float(start):g}, {float(end):g}], got times from "
+            f"{float(ts.min()):g} to {float(ts.max()):g}."
+        )
+    steps = np.diff(ts) * np.sign(end - start)
+    if np.any(steps < 0):
+        raise ValueError(
+            "saveat.ts must be sorted in the direction of integration (increasing for t1 > t0), "
+            f"got {ts}."
+        )
 
 
 def _concrete(x):
@@ -214,17 +236,18 @@ def check_time_interval(t0, t1) -> None:
     """`t0`, `t1` must be finite real scalars (checked before tracing where they are concrete;
     `integrate` checks traced values with `eqx.error_if`)."""
     for name, t in (("t0", t0), ("t1", t1)):
-        if jnp.ndim(t) != 0:
-            raise ValueError(f"{name} must be a scalar time, got shape {jnp.shape(t)}.")
+        check_time(t, name)
         value = _concrete(t)
-        if value is not None and not (np.isrealobj(value) and np.isfinite(value)):
+        if value is not None and not np.isfinite(value):
             raise ValueError(f"{name} must be a finite real number, got {value!r}.")
 
 
 def _check_options(*, rtol, atol, dt0, max_steps, t0, t1):
     for name, tol in (("rtol", rtol), ("atol", atol)):
         value = None if tol is None else _concrete(tol)
-        if value is not None and (value.ndim != 0 or not np.isfinite(value) or value < 0):
+        if value is not None and (
+            value.ndim != 0 or value.dtype.kind not in "iuf" or not np.isfinite(value) or value < 0
+        ):
             raise ValueError(f"{name} must be a finite number >= 0, got {tol!r}.")
     r, a = (None if x is None else _concrete(x) for x in (rtol, atol))
     if r is not None and a is not None and r == 0 and a == 0:
@@ -236,7 +259,7 @@ def _check_options(*, rtol, atol, dt0, max_steps, t0, t1):
         raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}.")
     dt = None if dt0 is None else _concrete(dt0)
     if dt is not None:
-        if dt.ndim != 0 or not np.isfinite(dt) or dt == 0:
+        if dt.ndim != 0 or dt.dtype.kind not in "iuf" or not np.isfinite(dt) or dt == 0:
             raise ValueError(f"dt0 must be a finite, nonzero step, got {dt0!r}.")
         start, end = _concrete(t0), _concrete(t1)
         if start is not None and end is not None and end != start and np.sign(dt) != np.sign(end - start):
@@ -305,8 +328,11 @@ def solve_options(
     `rtol`, `atol` (default `1e-8`) make the default `diffrax.PIDController` of an adaptive
     integrator; giving them together with a `stepsize_controller` is an error.
     """
-    _check_saveat(saveat)
     check_time_interval(t0, t1)
+    _check_saveat(saveat, t0, t1)
+    for name, flag in (("throw", throw), ("progress", progress)):
+        if not isinstance(flag, bool | np.bool_):
+            raise TypeError(f"{name} must be True or False, got {flag!r}.")
     _check_options(rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps, t0=t0, t1=t1)
     if not isinstance(integrator, diffrax.AbstractSolver):
         raise TypeError(

@@ -18,6 +18,7 @@ from ._checks import (
     condition_3_19_margin,
     holds,
     mass_matrix_margin,
+    work_space_margin,
 )
 from ._dynamics import check_on_constraint, check_solver, constrained_acceleration, on_constraint
 from ._engine import (
@@ -25,6 +26,7 @@ from ._engine import (
     RawSolution,
     all_finite,
     check_output_size,
+    check_time_interval,
     integrate,
     results_where,
     solve_options,
@@ -34,7 +36,7 @@ from ._solver._base import AbstractSolver
 from ._solver._projection import Projection
 from ._stabilization import AbstractStabilization, as_stabilization
 from ._stages import assemble
-from ._system import LagrangianSystem
+from ._system import LagrangianSystem, check_system
 from ._system_integrator import AbstractSystemIntegrator
 
 
@@ -91,8 +93,8 @@ class Solution(eqx.Module):
         precondition is not integrated: `diffrax.RESULTS.singular`, and `failure` says which.
     - `failure`: a `gm.Failure` per trajectory, `gm.Failure.none` unless the initial state
         failed a precondition (`nonfinite_state`, `off_constraint`, `mass_matrix`,
-        `admissibility`, `condition_3_19`, `nonfinite_acceleration`); such a trajectory keeps
-        its `y0` at `t0` and `inf` at the later saved times, and `t_final == t0`.
+        `admissibility`, `work_space`, `condition_3_19`, `nonfinite_acceleration`); such a
+        trajectory keeps its `y0` at `t0` and `inf` at the later saved times, and `t_final == t0`.
     - `t_final`: the time each trajectory reached, `()` (or `(B,)`): `t1`, or where it stopped
         early (NaN for a trajectory stopped early under `diffrax.BacksolveAdjoint`).
     - `energy`: $E_L$ (2.7) at the saved states, `(T,)`.
@@ -212,6 +214,8 @@ def simulate(
 
     **Returns:** a `Solution`.
     """
+    check_system(system)
+    check_time_interval(t0, t1)  # before the state's checks, which take t0 as their time
     batched = system.check_state(y0, t0)
     check_solver(system, solver)
     if isinstance(integrator, AbstractSystemIntegrator):  # its diffrax solver carries the system
@@ -291,7 +295,8 @@ def _failure_message(item: Failure) -> str:
 
 def initial_failure(system: LagrangianSystem, solver: AbstractSolver, state: State, t) -> Failure:
     """The first precondition of `simulate` that `state` fails (`gm.validate`'s checks: finite,
-    on $\\mathcal{C}$, regular $M$ (2.6), (3.7), (3.19), a finite $a_R$), or `Failure.none`."""
+    on $\\mathcal{C}$, regular $M$ (2.6), (3.7), a work space of full rank, (3.19), a finite
+    $a_R$), or `Failure.none`."""
     stages = assemble(system, state, t, checks=False)
     ok = [
         (all_finite(state), Failure.nonfinite_state),
@@ -299,10 +304,13 @@ def initial_failure(system: LagrangianSystem, solver: AbstractSolver, state: Sta
         (holds(mass_matrix_margin(stages.M, stages.M_cho)), Failure.mass_matrix),
     ]
     if stages.k:
-        ok += [
-            (holds(admissibility_margin(stages.A)), Failure.admissibility),
-            (holds(condition_3_19_margin(stages.A, stages.C, stages.M_cho)), Failure.condition_3_19),
-        ]
+        ok.append((holds(admissibility_margin(stages.A)), Failure.admissibility))
+        if system.work_space is not None:
+            W = work_space_margin(system.work_space, stages.t, state.q, state.v)
+            ok.append((holds(W), Failure.work_space))
+        ok.append(
+            (holds(condition_3_19_margin(stages.A, stages.C, stages.M_cho)), Failure.condition_3_19)
+        )
     ok.append((all_finite(constrained_acceleration(stages, solver)), Failure.nonfinite_acceleration))
     failure = Failure.none
     for holds_, item in reversed(ok):  # the first failed condition wins

@@ -19,15 +19,20 @@ from ._checks import (
     ADMISSIBILITY,
     CONDITION_3_19,
     MASS_MATRIX,
+    NONFINITE,
+    NONFINITE_STATE,
+    NONFINITE_TIME,
+    WORK_SPACE,
     admissibility_margin,
     condition_3_19_margin,
     holds,
     mass_matrix_margin,
+    work_space_margin,
 )
 from ._custom_types import RealScalarLike
 from ._linalg import null_space
 from ._sparsity import jaxpr_nonzero_pattern
-from ._system import LagrangianSystem
+from ._system import LagrangianSystem, check_system
 
 
 class Stages(eqx.Module):
@@ -169,15 +174,38 @@ class Stages(eqx.Module):
         return x[:n], x[n:]
 
 
-def _check_mass_matrix(M, M_cho):
-    # on both: with a diagonal M the solves divide by M and never read M_cho
-    return eqx.error_if((M, M_cho), ~holds(mass_matrix_margin(M, M_cho)), MASS_MATRIX + ".")
-
-
-def _check_constraints(A, C, M_cho):
-    """Admissibility (3.7) and condition (3.19), scale-free (see `_checks`)."""
-    A = eqx.error_if(A, ~holds(admissibility_margin(A)), ADMISSIBILITY + ".")
-    return eqx.error_if(A, ~holds(condition_3_19_margin(A, C, M_cho)), CONDITION_3_19 + ".")
+def _check_values(system: LagrangianSystem, state: State, t, M, M_cho, Q, F0, phi, A, b, C):
+    """Check every value condition at the state, and raise (`eqx.error_if`) for the first that
+    fails, in the order of `gm.validate`: finite $q$, $v$, $t$; finite values of each user
+    function and derived quantity (naming the function); regular $L$ (2.6); admissibility
+    (3.7); a work space of full rank; condition (3.19) (scale-free, see `_checks`). NaN fails
+    every condition. Returns `(M, M_cho, Q, F0, A, b, C)` carrying the check (all of them, so
+    that it is not dead code whichever of them a solver uses)."""
+    q, v = state.q, state.v
+    finite = lambda x: jnp.all(jnp.isfinite(x))
+    values = {"L": system.L(t, q, v), "force": system.external_force(t, q, v), "known_work": F0}
+    values.update(M=M, Q=Q)
+    conditions = [(finite(q) & finite(v), NONFINITE_STATE), (finite(t), NONFINITE_TIME)]
+    k = A.shape[0]
+    if k:
+        values.update(phi=phi, A=A, b=b, C=C)
+    conditions += [
+        (finite(values[name]), f"{what} is not finite at this state: {fix}")
+        for name, what, _, fix in NONFINITE
+        if name in values
+    ]
+    conditions.append((holds(mass_matrix_margin(M, M_cho)), MASS_MATRIX))
+    if k:
+        conditions.append((holds(admissibility_margin(A)), ADMISSIBILITY))
+        if system.work_space is not None:
+            margin = work_space_margin(system.work_space, t, q, v)
+            conditions.append((holds(margin), WORK_SPACE))
+        conditions.append((holds(condition_3_19_margin(A, C, M_cho)), CONDITION_3_19))
+    ok = jnp.stack([c for c, _ in conditions])
+    messages = tuple(message + "." for _, message in conditions)
+    # the first condition that fails is reported
+    checked = (M, M_cho, Q, F0, A, b, C)
+    return eqx.branched_error_if(checked, ~jnp.all(ok), jnp.argmin(ok), messages)
 
 
 def _traced(fn, *args):
@@ -292,17 +320,18 @@ def assemble(system: LagrangianSystem, state: State, t: RealScalarLike = 0.0, *,
     diagonal $M$ is solved by division, and with sparse $A$, $C$ only the nonzero terms of
     $A M^{-1} C^\\top$ are formed. Values stay traced, so everything remains differentiable.
     """
+    check_system(system)
     system.check_shapes(state, t)
     q, v = state.q, state.v
     t = jnp.asarray(t, q.dtype)
     M, Q, diagonal = _mass_and_force(system, t, q, v)
     M_cho = jnp.diag(jnp.sqrt(jnp.diagonal(M))) if diagonal else la.cholesky(M)
-    if checks:
-        M, M_cho = _check_mass_matrix(M, M_cho)
     F0 = system.known_work_force(t, q, v)
     if system.constraint is None:
         A = jnp.zeros((0, q.shape[0]), q.dtype)
         b = jnp.zeros((0,), q.dtype)
+        if checks:
+            M, M_cho, Q, F0, A, b, _ = _check_values(system, state, t, M, M_cho, Q, F0, b, A, b, A)
         return Stages(
             system=system, state=state, t=t, M=M, M_cho=M_cho, Q=Q, F0=F0, phi=b, A=A, b=b, C=A,
             ideal=True, mass_diagonal=diagonal, checked=checks,
@@ -323,7 +352,9 @@ def assemble(system: LagrangianSystem, state: State, t: RealScalarLike = 0.0, *,
         else:
             C = annihilator(t, q, v)
     if checks:
-        A = _check_constraints(A, C, M_cho)
+        M, M_cho, Q, F0, A, b, C = _check_values(
+            system, state, t, M, M_cho, Q, F0, phi_value, A, b, C
+        )
         if ideal:
             C = A
     return Stages(

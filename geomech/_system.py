@@ -9,8 +9,17 @@ from jaxtyping import Array, Float
 
 from ._custom_types import RealScalarLike
 from ._bundle import State, TangentVector, TwoForm
+from ._checks import check_time
 from ._constraint import AbstractConstraint, Subspace, TimeForm
 from ._manifold import AbstractManifold, Euclidean
+
+
+def check_system(system) -> None:
+    """A `TypeError` unless `system` is a `LagrangianSystem` (before tracing)."""
+    if not isinstance(system, LagrangianSystem):
+        raise TypeError(
+            f"system must be a gm.LagrangianSystem(lagrangian, ...), got {type(system).__name__}."
+        )
 
 
 class LagrangianSystem(eqx.Module):
@@ -113,6 +122,7 @@ class LagrangianSystem(eqx.Module):
         """
         if not isinstance(state, State):
             raise TypeError(f"expected a gm.State(q, v), got {type(state).__name__}.")
+        check_time(t, "t")
         if state.q.ndim != 1:
             raise ValueError(
                 f"got a state with q of shape {state.q.shape}; these functions take one point of TQ "

@@ -16,13 +16,14 @@ from ._checks import (
     ADMISSIBILITY,
     CONDITION_3_19,
     MASS_MATRIX,
+    NONFINITE,
     admissibility_margin,
     condition_3_19_margin,
     constraint_tolerance,
-    full_row_rank_margin,
     mass_matrix_margin,
     position_residual,
     velocity_residual,
+    work_space_margin,
 )
 from ._stages import assemble
 from ._system import LagrangianSystem
@@ -114,7 +115,7 @@ def _measure(system: LagrangianSystem, state: State, t) -> dict:
         ws = system.work_space
         if ws is not None:  # W must be given by n - k independent vectors or k independent rows
             out["C"] = st.C
-            out["work_space"] = full_row_rank_margin(st.W_basis.T if ws.basis is not None else st.C)
+            out["work_space"] = work_space_margin(ws, t, q, v)
     return out
 
 
@@ -130,42 +131,6 @@ def _nonfinite(x) -> str | None:
     where = [w[0] if len(w) == 1 else w for w in where]
     more = ", ..." if bad.sum() > 4 else ""
     return f"non-finite entries at {', '.join(map(str, where))}{more}"
-
-
-# (name in `_measure`, what produced it, the inputs it is computed from, how to fix)
-_FINITE = (
-    (
-        "L",
-        "the Lagrangian L",
-        (),
-        "check it for divisions by zero, logarithms or square roots of "
-        "non-positive numbers at this state",
-    ),
-    ("force", "the force F^e", (), "check the force function at this state"),
-    ("known_work", "known_work F^0", (), "check the known_work function at this state"),
-    ("phi", "the constraint φ", (), "check the constraint function at this state"),
-    ("h", "the holonomic constraint h", (), "check h at this state"),
-    (
-        "M",
-        "the mass matrix M = ∂²L/∂v∂v (second velocity derivatives of the Lagrangian)",
-        ("L",),
-        "L is not twice differentiable in v here (e.g. |v| or sqrt at zero)",
-    ),
-    (
-        "Q",
-        "the generalized force Q = ∂L/∂q − (∂²L/∂v∂q) v − ∂_t ∂L/∂v + F^e",
-        ("L", "force"),
-        "the first or mixed derivatives of L are not finite here",
-    ),
-    ("A", "∂φ/∂v of the constraint", ("phi",), "the constraint is not differentiable in v here"),
-    (
-        "b",
-        "∂φ/∂q v + ∂_t φ of the constraint",
-        ("phi",),
-        "the constraint is not differentiable in q (or t) here",
-    ),
-    ("C", "the work space W", (), "check the work_space basis or annihilator at this state"),
-)
 
 
 def validate(system: LagrangianSystem, state: State, t=0.0) -> ValidationReport:
@@ -230,7 +195,7 @@ def validate(system: LagrangianSystem, state: State, t=0.0) -> ValidationReport:
         for key, x in _measure(system, state, t).items()
     }
     finite = {}
-    for name, what, inputs, fix in _FINITE:
+    for name, what, inputs, fix in NONFINITE:
         if name not in m:
             continue
         where = _nonfinite(m[name])

@@ -6,18 +6,25 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Bool, Float
 
 from .._custom_types import RealScalarLike
 from .._bundle import State
-from .._engine import DEFAULT_MAX_OUTPUT_BYTES, check_output_size, integrate, solve_options
+from .._engine import (
+    DEFAULT_MAX_OUTPUT_BYTES,
+    check_output_size,
+    check_time_interval,
+    integrate,
+    solve_options,
+)
 from .._checks import Failure
 from .._integrate import Solution, check_initial_states, simulate
 from .._solver._base import AbstractSolver
 from .._solver._projection import Projection
 from .._stabilization import AbstractStabilization, as_stabilization
 from .._stages import assemble
-from .._system import LagrangianSystem
+from .._system import LagrangianSystem, check_system
 from ._dynamics import (
     IMPASSE_MESSAGE,
     vakonomic_mass_matrix,
@@ -147,8 +154,8 @@ def simulate_vakonomic(
     modified: bool = False,
     integrator: diffrax.AbstractSolver = diffrax.Tsit5(),  # noqa: B008 (immutable modules)
     saveat: diffrax.SaveAt = diffrax.SaveAt(t1=True),  # noqa: B008
-    rtol: float = 1e-8,
-    atol: float = 1e-8,
+    rtol: float | None = None,
+    atol: float | None = None,
     dt0=None,
     max_steps: int = 100_000,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
@@ -189,6 +196,8 @@ def simulate_vakonomic(
 
     **Returns:** a `VakonomicSolution`.
     """
+    check_system(system)
+    check_time_interval(t0, t1)
     batched_y = system.check_state(y0, t0)
     one = jax.tree_util.tree_map(lambda x: x[0], y0) if batched_y else y0
     k = check_vakonomic_system(system, one, None, t0)
@@ -232,6 +241,16 @@ def simulate_vakonomic(
         (y0, mu0), options.saveat, max_steps, batched=batched, extra=4,
         max_output_bytes=max_output_bytes,
     )
+    if impasse_tol is not None and not (
+        np.ndim(impasse_tol) == 0
+        and np.asarray(impasse_tol).dtype.kind in "iuf"
+        and 0 <= impasse_tol < np.inf
+    ):
+        raise ValueError(
+            f"impasse_tol must be a finite number >= 0 (or None), got {impasse_tol!r}."
+        )
+    if not isinstance(mu0, jax.core.Tracer) and not np.all(np.isfinite(mu0)):
+        raise ValueError(f"mu0 (the initial multipliers) has NaN or inf entries: {mu0}.")
     tol = default_impasse_tol(dtype) if impasse_tol is None else float(impasse_tol)
     t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
     return _simulate_vakonomic(
@@ -244,6 +263,9 @@ def _simulate_vakonomic(
     system, y0, mu0, t0, t1, omega, modified, stabilization, impasse_tol, options, *, batched
 ) -> VakonomicSolution:
     y0 = check_initial_states(system, y0, t0, batched=batched)
+    mu0 = eqx.error_if(
+        mu0, ~jnp.all(jnp.isfinite(mu0)), "mu0 (the initial multipliers) has NaN or inf entries."
+    )
     project = stabilization.state_projection(system)
     rhs = _VakonomicField(system, omega, modified, stabilization)
     event = diffrax.Event(tuple(_Impasse(system, impasse_tol, c) for c in (False, True)))
