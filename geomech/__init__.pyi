@@ -1,93 +1,180 @@
 """The public names of geomech (DESIGN.md §3), imported lazily by `__init__.py`."""
 
-from . import models as models, plot as plot
+from . import models as models
+from . import plot as plot
 from ._analysis import (
     Linearization as Linearization,
+)
+from ._analysis import (
     consistent_state as consistent_state,
+)
+from ._analysis import (
     linearize as linearize,
+)
+from ._analysis import (
     stability_boundary as stability_boundary,
 )
 from ._bundle import (
     HorizontalForm as HorizontalForm,
+)
+from ._bundle import (
     SpecialVectorField as SpecialVectorField,
+)
+from ._bundle import (
     State as State,
+)
+from ._bundle import (
     TangentVector as TangentVector,
+)
+from ._bundle import (
     TwoForm as TwoForm,
+)
+from ._bundle import (
     vertical_lift as vertical_lift,
+)
+from ._bundle import (
     vertical_lift_inverse as vertical_lift_inverse,
 )
 from ._checks import Failure as Failure
 from ._constraint import (
     AbstractConstraint as AbstractConstraint,
+)
+from ._constraint import (
     Constraint as Constraint,
+)
+from ._constraint import (
     HolonomicConstraint as HolonomicConstraint,
+)
+from ._constraint import (
     LinearConstraint as LinearConstraint,
+)
+from ._constraint import (
     Subspace as Subspace,
 )
 from ._dynamics import (
     acceleration as acceleration,
+)
+from ._dynamics import (
     check_on_constraint as check_on_constraint,
-    on_constraint as on_constraint,
+)
+from ._dynamics import (
     constrained_field as constrained_field,
+)
+from ._dynamics import (
     constraint_force as constraint_force,
+)
+from ._dynamics import (
     multipliers as multipliers,
+)
+from ._dynamics import (
+    on_constraint as on_constraint,
+)
+from ._dynamics import (
     unconstrained_acceleration as unconstrained_acceleration,
 )
-from ._integrate import Solution as Solution, simulate as simulate
-from ._stabilization import (
-    AbstractStabilization as AbstractStabilization,
-    Baumgarte as Baumgarte,
-    ManifoldProjection as ManifoldProjection,
-    project_to_constraints as project_to_constraints,
-)
-from ._precision import PrecisionWarning as PrecisionWarning
+from ._integrate import Solution as Solution
+from ._integrate import simulate as simulate
 from ._manifold import (
     AbstractManifold as AbstractManifold,
+)
+from ._manifold import (
     Circle as Circle,
+)
+from ._manifold import (
     Euclidean as Euclidean,
+)
+from ._manifold import (
     Product as Product,
 )
+from ._precision import PrecisionWarning as PrecisionWarning
 from ._solver._base import AbstractSolver as AbstractSolver
-from ._solver._projection import Projection as Projection
 from ._solver._gauss import Gauss as Gauss
 from ._solver._gibbs_appell import (
     AbstractGibbsAppell as AbstractGibbsAppell,
+)
+from ._solver._gibbs_appell import (
     GibbsAppell as GibbsAppell,
+)
+from ._solver._gibbs_appell import (
     GibbsAppellD as GibbsAppellD,
+)
+from ._solver._gibbs_appell import (
     GibbsAppellW as GibbsAppellW,
+)
+from ._solver._gibbs_appell import (
     gibbs_appell_function as gibbs_appell_function,
 )
-from ._solver._kane import Kane as Kane, bracket_basis as bracket_basis, orthonormal_basis as orthonormal_basis
+from ._solver._kane import Kane as Kane
+from ._solver._kane import bracket_basis as bracket_basis
+from ._solver._kane import orthonormal_basis as orthonormal_basis
 from ._solver._momentum import NonholonomicMomentum as NonholonomicMomentum
 from ._solver._multipliers import Multipliers as Multipliers
+from ._solver._projection import Projection as Projection
+from ._stabilization import (
+    AbstractStabilization as AbstractStabilization,
+)
+from ._stabilization import (
+    Baumgarte as Baumgarte,
+)
+from ._stabilization import (
+    ManifoldProjection as ManifoldProjection,
+)
+from ._stabilization import (
+    project_to_constraints as project_to_constraints,
+)
+from ._stages import Stages as Stages
+from ._stages import assemble as assemble
 from ._symmetry import (
     LieAlgebraAction as LieAlgebraAction,
+)
+from ._symmetry import (
     check_invariance as check_invariance,
+)
+from ._symmetry import (
     nonholonomic_momentum as nonholonomic_momentum,
 )
-from ._udwadia_kalaba import udwadia_kalaba as udwadia_kalaba, udwadia_kalaba_split as udwadia_kalaba_split
-from ._stages import Stages as Stages, assemble as assemble
+from ._sympy import SympyFunction as SympyFunction
+from ._sympy import from_sympy as from_sympy
 from ._system import LagrangianSystem as LagrangianSystem
 from ._system_integrator import AbstractSystemIntegrator as AbstractSystemIntegrator
-from ._variational import VariationalIntegrator as VariationalIntegrator
-from ._validate import Problem as Problem, ValidationReport as ValidationReport, validate as validate
-from ._sympy import SympyFunction as SympyFunction, from_sympy as from_sympy
+from ._udwadia_kalaba import udwadia_kalaba as udwadia_kalaba
+from ._udwadia_kalaba import udwadia_kalaba_split as udwadia_kalaba_split
 from ._vakonomic._conditions import (
     condition_57 as condition_57,
+)
+from ._vakonomic._conditions import (
     lambda_from_mu as lambda_from_mu,
+)
+from ._vakonomic._conditions import (
     mu_dot_from_lambda as mu_dot_from_lambda,
+)
+from ._vakonomic._conditions import (
     transpositional_relation as transpositional_relation,
 )
 from ._vakonomic._dynamics import (
     impasse_margin as impasse_margin,
+)
+from ._vakonomic._dynamics import (
     vakonomic_acceleration as vakonomic_acceleration,
+)
+from ._vakonomic._dynamics import (
     vakonomic_energy as vakonomic_energy,
 )
 from ._vakonomic._simulate import (
     DynamicsComparison as DynamicsComparison,
+)
+from ._vakonomic._simulate import (
     VakonomicSolution as VakonomicSolution,
+)
+from ._vakonomic._simulate import (
     compare_cetaev_vakonomic as compare_cetaev_vakonomic,
+)
+from ._vakonomic._simulate import (
     simulate_vakonomic as simulate_vakonomic,
 )
+from ._validate import Problem as Problem
+from ._validate import ValidationReport as ValidationReport
+from ._validate import validate as validate
+from ._variational import VariationalIntegrator as VariationalIntegrator
 
 __version__: str

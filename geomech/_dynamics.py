@@ -4,9 +4,9 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._custom_types import RealScalarLike
 from ._bundle import State, TangentVector
 from ._checks import constraint_tolerance, position_residual, velocity_residual, within
+from ._custom_types import RealScalarLike
 from ._solver._base import AbstractSolver
 from ._solver._projection import Projection
 from ._stages import Stages, assemble
@@ -103,7 +103,9 @@ def on_constraint(system: LagrangianSystem, state: State, t: RealScalarLike = 0.
     return within(phi, tol) & within(h, tol)  # NaN counts as off C
 
 
-def check_on_constraint(system: LagrangianSystem, state: State, t: RealScalarLike = 0.0, *, tol: float | None = None) -> State:
+def check_on_constraint(
+    system: LagrangianSystem, state: State, t: RealScalarLike = 0.0, *, tol: float | None = None
+) -> State:
     """Return `state` if it lies on $\\mathcal{C}$ (see `on_constraint`), else raise an error naming
     the problem (`eqx.error_if`, so it also works under `jit`)."""
     system.check_shapes(state, t)

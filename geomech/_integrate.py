@@ -11,7 +11,6 @@ from jax.sharding import Mesh, Sharding
 from jaxtyping import Array, Float
 
 from ._bundle import State
-from ._custom_types import RealScalarLike
 from ._checks import (
     Failure,
     admissibility_margin,
@@ -20,6 +19,7 @@ from ._checks import (
     mass_matrix_margin,
     work_space_margin,
 )
+from ._custom_types import RealScalarLike
 from ._dynamics import check_on_constraint, check_solver, constrained_acceleration, on_constraint
 from ._engine import (
     DEFAULT_MAX_OUTPUT_BYTES,

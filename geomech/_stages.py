@@ -167,7 +167,8 @@ class Stages(eqx.Module):
         self, H: Float[Array, "n n"], P: Float[Array, "k n"], r: Float[Array, " n"]
     ) -> tuple[Float[Array, " n"], Float[Array, " k"]]:
         """The saddle-point (KKT) system $\\begin{pmatrix} H & -P^\\top \\\\ A & 0\\end{pmatrix}
-        \\begin{pmatrix} a \\\\ \\lambda \\end{pmatrix} = \\begin{pmatrix} r \\\\ b \\end{pmatrix}$; returns $(a, \\lambda)$."""
+        \\begin{pmatrix} a \\\\ \\lambda \\end{pmatrix} = \\begin{pmatrix} r \\\\ b \\end{pmatrix}$;
+        returns $(a, \\lambda)$."""
         n, k = self.n, self.k
         K = jnp.block([[H, -P.T], [self.A, jnp.zeros((k, k), H.dtype)]])
         x = jnp.linalg.solve(K, jnp.concatenate([r, self.b]))

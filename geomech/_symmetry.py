@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._custom_types import RealScalarLike
 from ._bundle import State
+from ._custom_types import RealScalarLike
 from ._linalg import rank_tolerance
 from ._stages import Stages
 from ._system import LagrangianSystem

@@ -7,11 +7,11 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._custom_types import RealScalarLike
 from ._bundle import State, TangentVector, TwoForm
 from ._checks import check_time
 from ._constraint import AbstractConstraint, Subspace, TimeForm
-from ._manifold import AbstractManifold, Euclidean
+from ._custom_types import RealScalarLike
+from ._manifold import AbstractManifold
 
 
 def check_system(system) -> None:
@@ -62,8 +62,12 @@ class LagrangianSystem(eqx.Module):
         self.lagrangian = lagrangian
         self.force = force
         # the user's constraint and work-space functions are read in the (t, q, v) form from here on
-        self.constraint = constraint.bind_time(time_dependent) if isinstance(constraint, AbstractConstraint) else constraint
-        self.work_space = work_space.bind_time(time_dependent) if isinstance(work_space, Subspace) else work_space
+        if isinstance(constraint, AbstractConstraint):
+            constraint = constraint.bind_time(time_dependent)
+        if isinstance(work_space, Subspace):
+            work_space = work_space.bind_time(time_dependent)
+        self.constraint = constraint
+        self.work_space = work_space
         self.known_work = known_work
         self.manifold = manifold
         self.time_dependent = time_dependent

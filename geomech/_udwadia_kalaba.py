@@ -5,8 +5,8 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._custom_types import RealScalarLike
 from ._bundle import State
+from ._custom_types import RealScalarLike
 from ._dynamics import check_solver, constrained_acceleration
 from ._solver._base import AbstractSolver
 from ._solver._projection import Projection

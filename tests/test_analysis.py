@@ -414,8 +414,8 @@ def sympy_disk_linearization(m, R, g, q_op, u_op):
     the rolling constraints from the velocity of the material contact point) and linearized by
     `KanesMethod.linearize` (Peterson, Gede & Hubbard 2014) at a general state: A for the state
     (x, y, φ, θ, ψ, φ̇, θ̇, ψ̇), with (ẋ, ẏ) dependent speeds."""
-    sm = pytest.importorskip("sympy")
-    me = pytest.importorskip("sympy.physics.mechanics")
+    import sympy as sm
+    import sympy.physics.mechanics as me
     m, R, g = sm.Float(m), sm.Float(R), sm.Float(g)
     q = me.dynamicsymbols("x y phi theta psi")
     u = me.dynamicsymbols("u1:6")

@@ -35,7 +35,7 @@ def test_vmap_over_states(case):
     noisy = gm.State(batch.q + 1e-6 * rng.normal(size=batch.q.shape), batch.v + 1e-6 * rng.normal(size=batch.q.shape))
     out2 = jax.vmap(lambda st: gm.acceleration(system, st, t=t))(noisy)
     for i in range(3):
-        st_i = jax.tree.map(lambda x: x[i], noisy)
+        st_i = jax.tree.map(lambda x, i=i: x[i], noisy)
         np.testing.assert_allclose(out2[i], gm.acceleration(system, st_i, t=t), rtol=1e-10)
 
 
@@ -69,9 +69,9 @@ def test_grad_wrt_parameters_matches_fd(case):
 
     grads = eqx.filter_grad(loss)(system)
     for leaf in ("B0", "K"):
-        get = lambda sy: getattr(sy.lagrangian, leaf)
+        get = lambda sy, leaf=leaf: getattr(sy.lagrangian, leaf)
         x0 = get(system)
-        fd = _central_fd(lambda x: loss(eqx.tree_at(get, system, x)), x0)
+        fd = _central_fd(lambda x, get=get: loss(eqx.tree_at(get, system, x)), x0)
         np.testing.assert_allclose(get(grads), fd, rtol=1e-6, atol=1e-7)
 
 

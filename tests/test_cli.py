@@ -11,6 +11,7 @@ import warnings
 import diffrax
 import jax
 import jax.numpy as jnp
+import matplotlib
 import numpy as np
 import pytest
 
@@ -19,7 +20,6 @@ import geomech.models as gmm
 from geomech import cli
 from geomech.cli import _catalog, _output, _run, _setup
 
-matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 

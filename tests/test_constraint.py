@@ -83,7 +83,8 @@ def test_projections_3_20(setup):
 
 
 def test_corollary1_and_2(setup):
-    """Cor. 1 (3.24): $\\tau^{-1}(X_R - X_U) \\in \\mathcal{W}^\\perp$; Cor. 2: $X_R - X_0 = \\Pi_{\\mathcal{D}}(X_U - X_0)$
+    """Cor. 1 (3.24): $\\tau^{-1}(X_R - X_U) \\in \\mathcal{W}^\\perp$;
+    Cor. 2: $X_R - X_0 = \\Pi_{\\mathcal{D}}(X_U - X_0)$
     for *any* $X_0 \\in \\mathcal{S}(\\mathcal{C})$. Both with the reference's $M$, $a_U$, $\\mathcal{W}$ and its
     projector and $X_0$ the least-squares solution of $A a = b$ (so not a restatement of the
     projection formula that computes $X_R$)."""

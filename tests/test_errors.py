@@ -66,11 +66,19 @@ def test_W_wrong_dimension():
     [
         (dict(lagrangian=lambda q, v: v * v), S2, "must return a scalar"),
         (dict(lagrangian=FREE, force=lambda q, v: jnp.ones(3)), S2, r"force must return a covector of shape \(2,\)"),
-        (dict(lagrangian=FREE, constraint=gm.Constraint(lambda q, v: jnp.ones((1, 2)) @ jnp.outer(v, v))), S2, "1-D array"),
+        (
+            dict(lagrangian=FREE, constraint=gm.Constraint(lambda q, v: jnp.ones((1, 2)) @ jnp.outer(v, v))),
+            S2,
+            "1-D array",
+        ),
         (dict(lagrangian=FREE, constraint=gm.Constraint(lambda q, v: v)), S2, "need 1 <= k <= n - 1"),
         (dict(lagrangian=FREE, manifold=gm.Euclidean(3)), S2, "dimension 3"),
         (dict(lagrangian=lambda q, v: v @ jnp.eye(3) @ v), S2, "the Lagrangian failed on a state with n = 2"),
-        (dict(lagrangian=FREE, constraint=gm.LinearConstraint(lambda q: jnp.ones((1, 3)))), S2, "the constraint failed"),
+        (
+            dict(lagrangian=FREE, constraint=gm.LinearConstraint(lambda q: jnp.ones((1, 3)))),
+            S2,
+            "the constraint failed",
+        ),
     ],
     ids=["L-not-scalar", "force-shape", "phi-2d", "k-equals-n", "manifold-dim", "L-matmul", "A-shape"],
 )

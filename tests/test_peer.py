@@ -6,10 +6,9 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import mujoco
 import numpy as np
-import pytest
 
-mujoco = pytest.importorskip("mujoco")
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -309,7 +309,9 @@ def test_prop4_gauss_minimality(name):
         assert abs(float(inc - d2)) <= 1e-10 * float(base + d2)
 
 
-@pytest.mark.parametrize("name, ideal", [("random_generalized", False), ("thesis_example2", False), ("random_ideal", True)])
+@pytest.mark.parametrize(
+    "name, ideal", [("random_generalized", False), ("thesis_example2", False), ("random_ideal", True)]
+)
 def test_observation8_cetaev(name, ideal):
     """Observation 8: the classical Gauss minimizer (M-norm) is $X_R$ iff $\\mathcal{W} = \\mathcal{D}$,
     and $[,] = \\langle,\\rangle_M$ exactly then."""
@@ -343,8 +345,9 @@ def test_prop5_gibbs_appell_stationarity(name):
 
 @pytest.mark.parametrize("name", ["random_generalized", "thesis_example2", "random_time_dependent"])
 def test_lemma4_and_observation13(name):
-    """Lemma 4: with an $M$-orthonormal basis $e_i$ ($e_{1..n-k}$ spanning $\\mathcal{W}$, the rest $\\mathcal{W}^\\perp$)
-    and $Y_U = \\sum y^i e_i$, $Y_R = \\sum_{i \\le n-k} y^i \\Pi_{\\mathcal{D}} e_i$. Observation 13: $\\Pi_{\\mathcal{D}}$
+    """Lemma 4: with an $M$-orthonormal basis $e_i$ ($e_{1..n-k}$ spanning $\\mathcal{W}$, the rest
+    $\\mathcal{W}^\\perp$) and $Y_U = \\sum y^i e_i$, $Y_R = \\sum_{i \\le n-k} y^i \\Pi_{\\mathcal{D}} e_i$.
+    Observation 13: $\\Pi_{\\mathcal{D}}$
     maps $\\mathcal{W}$ isomorphically onto $\\mathcal{D}$."""
     stages, a_R, _ = solved(name)
     n, m = stages.n, stages.n - stages.k

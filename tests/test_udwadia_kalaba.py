@@ -33,7 +33,8 @@ def _solve(system, ideal, state, t):
     a_R = gm.Projection().acceleration(stages)
     Fc = stages.M @ (a_R - stages.a_U)
     ideal_stages = gm.assemble(ideal, state, t)
-    return stages, a_R, Fc, gm.udwadia_kalaba(system, state, t=t), ideal_stages, gm.Projection().acceleration(ideal_stages)
+    a_ideal = gm.Projection().acceleration(ideal_stages)
+    return stages, a_R, Fc, gm.udwadia_kalaba(system, state, t=t), ideal_stages, a_ideal
 
 
 @functools.cache
@@ -128,7 +129,8 @@ def test_properties_1_2_3():
 
 
 def test_observation19():
-    """$\\Pi^{id}_{\\mathcal{D}}(\\beta(\\alpha)) = \\beta(P_{\\beta^{-1}\\mathcal{D}}(\\alpha))$ with $\\beta = M^{-1}$ and
+    """$\\Pi^{id}_{\\mathcal{D}}(\\beta(\\alpha)) = \\beta(P_{\\beta^{-1}\\mathcal{D}}(\\alpha))$ with
+    $\\beta = M^{-1}$ and
     $\\Pi^{id}_{\\mathcal{D}}$ the $M$-orthogonal projection onto $\\mathcal{D}$ (3.27)."""
     stages, _, _, _, ideal_stages, _ = solved()
     Pi = ideal_stages.Pi_D

@@ -7,8 +7,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._custom_types import RealScalarLike
 from .._bundle import State
+from .._custom_types import RealScalarLike
 from .._dynamics import acceleration as cetaev_acceleration
 from .._dynamics import multipliers as cetaev_multipliers
 from .._stages import assemble

@@ -30,8 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._custom_types import RealScalarLike
 from .._bundle import State
+from .._custom_types import RealScalarLike
 from .._linalg import null_space
 from .._stages import Stages, assemble
 from .._system import LagrangianSystem

@@ -9,8 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float
 
-from .._custom_types import RealScalarLike
 from .._bundle import State
+from .._checks import Failure
+from .._custom_types import RealScalarLike
 from .._engine import (
     DEFAULT_MAX_OUTPUT_BYTES,
     check_output_size,
@@ -18,7 +19,6 @@ from .._engine import (
     integrate,
     solve_options,
 )
-from .._checks import Failure
 from .._integrate import Solution, check_initial_states, simulate
 from .._solver._base import AbstractSolver
 from .._solver._projection import Projection
@@ -27,13 +27,13 @@ from .._stages import assemble
 from .._system import LagrangianSystem, check_system
 from ._dynamics import (
     IMPASSE_MESSAGE,
-    vakonomic_mass_matrix,
     check_vakonomic_system,
     default_impasse_tol,
     multiplier_lagrangian,
     signed_margin,
     vakonomic_energy,
     vakonomic_kkt,
+    vakonomic_mass_matrix,
 )
 
 

@@ -31,7 +31,8 @@ class AppellHamel(AbstractSymmetricModel):
 
     $q = (x, y, z)$, $z$ up, $L = \\tfrac12 m|v|^2 - m g z$. The norm is guarded so that $\\phi$ has a
     finite derivative at zero horizontal speed, where $\\partial\\phi/\\partial v = (0, 0, 1)$ keeps rank 1.
-    Since $\\phi$ is homogeneous of degree 1 in $v$, $F^c(v) = \\lambda\\,\\partial_v\\phi\\cdot v = \\lambda\\phi = 0$ and
+    Since $\\phi$ is homogeneous of degree 1 in $v$,
+    $F^c(v) = \\lambda\\,\\partial_v\\phi\\cdot v = \\lambda\\phi = 0$ and
     $E_L$ is conserved. The horizontal direction is constant and the horizontal speed grows
     uniformly: $\\dot s = a g/(1 + a^2)$, $z(t) = z_0 - a(s_0 t + \\tfrac12\\dot s t^2)$.
     """

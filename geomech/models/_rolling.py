@@ -38,9 +38,11 @@ class ChaplyginSleigh(AbstractSymmetricModel):
     normal reaction $R$ (7.66)–(7.72).
 
     With $u = \\dot x\\cos\\theta + \\dot y\\sin\\theta$ and $\\omega = \\dot\\theta$: $\\dot u = \\tfrac l2\\omega^2$,
-    $\\dot\\omega = -u\\omega/l$, so with $c = \\sqrt{u_0^2 + \\tfrac12 l^2\\omega_0^2}$ (from $E = m(u^2 + \\tfrac12 l^2\\omega^2)$)
-    and $s = ct/l + \\operatorname{artanh}(u_0/c)$: $u = c\\tanh s$, $\\omega = \\pm\\sqrt2\\,(c/l)\\operatorname{sech} s$,
-    $\\theta = \\theta_0 \\pm \\sqrt2\\,(\\operatorname{gd} s - \\operatorname{gd} s_0)$ and $\\lambda = R = m u\\omega$.
+    $\\dot\\omega = -u\\omega/l$, so with $c = \\sqrt{u_0^2 + \\tfrac12 l^2\\omega_0^2}$
+    (from $E = m(u^2 + \\tfrac12 l^2\\omega^2)$) and $s = ct/l + \\operatorname{artanh}(u_0/c)$:
+    $u = c\\tanh s$, $\\omega = \\pm\\sqrt2\\,(c/l)\\operatorname{sech} s$,
+    $\\theta = \\theta_0 \\pm \\sqrt2\\,(\\operatorname{gd} s - \\operatorname{gd} s_0)$ and
+    $\\lambda = R = m u\\omega$.
     """
 
     m: RealScalarLike = 1.0
@@ -105,7 +107,8 @@ class RollingDisk(AbstractSymmetricModel):
     $\\hat n = (-\\sin\\varphi, \\cos\\varphi, 0)$. $z$ points up. The centre is at $(x, y, 0) + c$ with
     $c = R(\\sin\\theta\\sin\\varphi, -\\sin\\theta\\cos\\varphi, \\cos\\theta)$, the angular velocity is
     $\\omega = \\dot\\varphi\\hat z + \\dot\\theta\\hat t + \\dot\\psi\\hat a$, and
-    $L = \\tfrac12 m|\\dot c_G|^2 + \\tfrac12[A(|\\omega|^2 - (\\omega\\cdot\\hat a)^2) + B(\\omega\\cdot\\hat a)^2] - m g R\\cos\\theta$
+    $L = \\tfrac12 m|\\dot c_G|^2 + \\tfrac12[A(|\\omega|^2 - (\\omega\\cdot\\hat a)^2)
+    + B(\\omega\\cdot\\hat a)^2] - m g R\\cos\\theta$
     with $A$, $B$ the moments of inertia about a diameter and the axis (uniform disk by default:
     $A = mR^2/4$, $B = mR^2/2$). Rolling (zero velocity of the material contact point) gives the two
     nonholonomic constraints $\\dot x - R\\dot\\psi\\cos\\varphi = 0$, $\\dot y - R\\dot\\psi\\sin\\varphi = 0$.
