@@ -130,7 +130,8 @@ class Solution(eqx.Module):
         energy is non-finite at a saved state is not successful (`nonfinite`; an error if
         `throw`); one with a `failure` (not integrated) is `singular`."""
         if failure is None:
-            failure = Failure.where(jnp.zeros(raw.t_final.shape, bool), Failure.none, Failure.none)
+            shape = raw.t_final.shape  # Failure.none for every trajectory
+            failure = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, shape), Failure.none)
         failed = failure != Failure.none
         raw = eqx.tree_at(
             lambda r: r.result, raw, results_where(failed, diffrax.RESULTS.singular, raw.result)
@@ -250,12 +251,14 @@ def simulate(
         warn_if_imprecise(y0.q.dtype, controller.rtol, controller.atol)
     t0, t1 = jnp.asarray(t0, y0.q.dtype), jnp.asarray(t1, y0.q.dtype)
     # the indices of trajectories that fail a precondition can be named only with concrete values
+    # held by this process (not under the caller's jit, not a batch spread over several processes)
     traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((system, y0)))
+    on_host = throw and not traced and jax.process_count() == 1
     sol = _simulate(
         system, y0, t0, t1, solver, stabilization, options, batched=batched,
-        throw_in_jit=throw and traced,
+        throw_in_jit=throw and not on_host,
     )
-    if throw and not traced:
+    if on_host:
         raise_failures(sol.failure)
     return sol
 
