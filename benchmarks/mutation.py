@@ -83,7 +83,7 @@ _ENGINE_SUITE = [
     "tests/test_integrate.py::test_ensemble_equals_solo_runs_and_isolates_a_failure",
     "tests/test_integrate.py::test_fixed_step_nonfinite_trajectory_stops",
     "tests/test_integrate.py::test_implicit_integrator_with_projection",
-    "tests/test_failures.py",
+    "tests/test_failures.py::test_failing_member_is_flagged_and_the_others_are_untouched",
 ]
 SUITES = {"formulas": _FORMULA_SUITE, "engine": _ENGINE_SUITE}
 
@@ -333,6 +333,8 @@ def run_mutants(mutants: list[Mutant], nodes: list[str], args, log) -> tuple[flo
     try:
         _copy_tree(workdir)
         env = _env(workdir, args.jax_cache)
+        if args.timeout is not None:  # no baseline run
+            return _mutants_in(workdir, mutants, nodes, args.timeout, env, log, records)
         status, baseline, detail = run_suite(workdir, nodes, 3600, env)
         if status != "survived":
             raise RuntimeError(f"the kill-suite fails without a mutant: {detail}")
@@ -341,20 +343,23 @@ def run_mutants(mutants: list[Mutant], nodes: list[str], args, log) -> tuple[flo
             _, warm, _ = run_suite(workdir, nodes, 3600, env)
             log(f"baseline again (warm JAX compilation cache): {warm:.1f} s")
             baseline = min(baseline, warm)
-        timeout = args.timeout_factor * baseline + 30
-        for i, m in enumerate(mutants):
-            target = workdir / m.path
-            original = target.read_text()
-            try:
-                target.write_text(apply(original, m))
-                status, seconds, detail = run_suite(workdir, nodes, timeout, env)
-            finally:
-                target.write_text(original)
-            records.append(dict(dataclasses.asdict(m), id=m.id, status=status, seconds=round(seconds, 1), detail=detail))
-            log(f"[{i + 1}/{len(mutants)}] {status:8s} {seconds:5.1f}s {m.where} {m.kind}: {_show(m.original)} → {_show(m.mutated)}")
+        return _mutants_in(workdir, mutants, nodes, args.timeout_factor * baseline + 30, env, log, records, baseline)
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _mutants_in(workdir, mutants, nodes, timeout, env, log, records, baseline=float("nan")):
+    for i, m in enumerate(mutants):
+        target = workdir / m.path
+        original = target.read_text()
+        try:
+            target.write_text(apply(original, m))
+            status, seconds, detail = run_suite(workdir, nodes, timeout, env)
+        finally:
+            target.write_text(original)
+        records.append(dict(dataclasses.asdict(m), id=m.id, status=status, seconds=round(seconds, 1), detail=detail))
+        log(f"[{i + 1}/{len(mutants)}] {status:8s} {seconds:5.1f}s {m.where} {m.kind}: {_show(m.original)} → {_show(m.mutated)}")
     return baseline, records
 
 
@@ -436,6 +441,10 @@ def main(argv=None):
     parser.add_argument("--markdown", help="write the markdown report here")
     parser.add_argument("--list", action="store_true", help="print the mutants and their counts; run nothing")
     parser.add_argument("--rerun", help="run only the survivors (and errors) of this JSON report")
+    parser.add_argument("--only", nargs="+", help="only the mutants whose id contains one of these strings (ids: --list --ids)")
+    parser.add_argument("--tests", nargs="+", help="run these test nodes instead of the group's kill-suite")
+    parser.add_argument("--ids", action="store_true", help="with --list: print the mutant ids")
+    parser.add_argument("--timeout", type=float, help="a fixed timeout per mutant in seconds (then the baseline is not run)")
     parser.add_argument("--timeout-factor", type=float, default=3.0, help="timeout = factor × baseline + 30 s")
     parser.add_argument("--jax-cache", default=None, help="persistent JAX compilation cache directory for the kill-suite runs")
     parser.add_argument("--keep", action="store_true", help="keep the temporary copy")
@@ -458,21 +467,29 @@ def main(argv=None):
             continue
         all_mutants = [m for p in paths for m in generate(p)]
         generated = {p: sum(m.path == p for m in all_mutants) for p in paths}
-        mutants = all_mutants
-        if previous is not None:
-            ids = {r["id"] for r in previous["groups"].get(name, {}).get("mutants", []) if r["status"] in ("survived", "error")}
+        mutants, carried = all_mutants, []
+        if previous is not None:  # the earlier run's killed mutants stay killed by a superset suite
+            earlier = previous["groups"].get(name, {}).get("mutants", [])
+            carried = [r for r in earlier if r["status"] not in ("survived", "error")]
+            ids = {r["id"] for r in earlier} - {r["id"] for r in carried}
             mutants = [m for m in all_mutants if m.id in ids]
+        if args.only:
+            mutants = [m for m in mutants if any(s in m.id for s in args.only)]
         if args.max_mutants is not None and len(mutants) > args.max_mutants:
             mutants = sorted(random.Random(args.seed).sample(mutants, args.max_mutants), key=lambda m: (m.path, m.start))
         if args.list:
             for m in mutants:
-                print(f"{m.where} ({m.function}, {m.kind}): {_show(m.original)} → {_show(m.mutated)}")
+                print(m.id if args.ids else f"{m.where} ({m.function}, {m.kind}): {_show(m.original)} → {_show(m.mutated)}")
             print(f"# group {name}: {len(mutants)} of {len(all_mutants)} mutants; per module {generated}")
             continue
         log(f"group {name}: {len(mutants)} of {len(all_mutants)} mutants")
-        baseline, records = run_mutants(mutants, SUITES[name], args, log)
+        suite = args.tests or SUITES[name]
+        if previous is not None and not set(previous["groups"][name]["suite"]) <= set(suite):
+            raise ValueError("--rerun needs a kill-suite that contains the earlier one.")
+        baseline, records = run_mutants(mutants, suite, args, log)
+        records = sorted(carried + records, key=lambda r: (r["path"], r["start"], r["kind"]))
         report["groups"][name] = dict(
-            suite=SUITES[name], baseline_s=round(baseline, 1), summary=summarize(records, generated), mutants=records
+            suite=suite, baseline_s=round(baseline, 1), summary=summarize(records, generated), mutants=records
         )
     if args.list:
         return

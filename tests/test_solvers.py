@@ -465,3 +465,32 @@ def test_action_not_leaving_L_invariant():
         gm.acceleration(system, state, gm.NonholonomicMomentum(thesis_action), t)
     with pytest.raises(Exception, match="not invariant"):
         gm.check_invariance(system, state, thesis_action, t)
+
+
+@pytest.mark.parametrize("n", [4, 10])
+def test_accelerations_and_their_jacobians_at_small_and_large_n(n):
+    """Below and above `_linalg._SMALL` = 8 (unrolled kernels / LAPACK): Projection, Kane and the
+    multipliers on and off C against the reference; and the Jacobian of $a_R$ with respect to
+    $(q, v)$ by forward-mode autodiff (the implicit derivative of `spd_solve`, the derivative of
+    the small Cholesky kernel) against central differences of the same function."""
+    c = random_case(5, n=n, k=3, holonomic=True, time_dependent=True, known_work=True)
+    states, ts = perturbed_states(c.state, c.t, 2, seed=n)
+    solvers = {"projection": gm.Projection(), "kane": gm.Kane(), "multipliers": gm.Multipliers()}
+
+    def accelerations(qv, t):
+        stages = gm.assemble(c.system, gm.State(qv[:n], qv[n:]), t)
+        return jnp.stack([s.acceleration(stages) for s in solvers.values()])
+
+    qv = jnp.concatenate([states.q, states.v], axis=1)
+    accs, jac = eqx.filter_jit(jax.vmap(lambda x, t: (accelerations(x, t), jax.jacfwd(accelerations)(x, t))))(qv, ts)
+    R = ref.solve(c.problem, ts, states.q, states.v)
+    for i, key in enumerate(solvers):
+        assert_rows_close(accs[:, i], R.a, ref.TOL, key)
+    # central differences of the same batch along a few coordinates (errors O(h²) ≈ 1e-10)
+    h = 1e-5
+    f = eqx.filter_jit(jax.vmap(accelerations))
+    for j in (0, n - 1, n, 2 * n - 1):
+        e = jnp.zeros(2 * n).at[j].set(h)
+        fd = (f(qv + e, ts) - f(qv - e, ts)) / (2 * h)
+        for i, key in enumerate(solvers):
+            assert_rows_close(jac[:, i, :, j], fd[:, i], 1e-6, f"d a_R / d x_{j} ({key})", floor=1.0)
