@@ -427,6 +427,26 @@ def test_known_work_rejected_where_principle_does_not_generalize(name):
     assert gm.GibbsAppell(metric="W").supports_known_work
 
 
+def test_known_work_accepted_where_principle_generalizes():
+    """Projection, Gibbs–Appell with $G_{\\mathcal{W}}$, Kane, the multipliers and the momentum
+    equation generalize to known work (Prop. 2, 5', Lemma 3', Prop. 6', thesis §5.2): through the
+    public `gm.acceleration` (which checks `supports_known_work`) each gives the reference $a_R$."""
+    name = "random_known_work"
+    c = case(name)
+    solvers = solvers_for(name)
+    assert c.system.known_work is not None and {"gauss", "gibbs_appell_D"}.isdisjoint(solvers)
+    state, t = at(c.states, 1), c.ts[1]  # off C
+
+    @eqx.filter_jit
+    def run(solvers):
+        return {k: gm.acceleration(c.system, state, s, t) for k, s in solvers.items()}
+
+    R = reference(name)
+    for key, a in run(solvers).items():
+        assert solvers[key].supports_known_work
+        assert_rows_close(a[None], R.a[1:2], ref.TOL, key)
+
+
 def test_bad_configuration():
     with pytest.raises(ValueError, match="'W'"):
         gm.GibbsAppell(metric="M")
