@@ -75,6 +75,15 @@ _FORMULA_SUITE = [
     "tests/test_pendulum.py::test_tension_closed_form",
     "tests/test_udwadia_kalaba.py::test_P1_P2",
     "tests/test_udwadia_kalaba.py::test_properties_1_2_3",
+    # added for the survivors of the first run (benchmarks/mutation_report.md)
+    "tests/test_stages_fast_paths.py::test_column_coloring_is_valid_and_as_small_as_known",
+    "tests/test_constraint.py::test_stacked_constraints",
+    "tests/test_example2.py::test_W_given_by_one_vector",
+    "tests/test_errors.py::test_inadmissible_constraint",
+    "tests/test_solvers.py::test_known_work_accepted_where_principle_generalizes",
+    "tests/test_integrate.py::test_baumgarte_stages_impose_the_stabilized_constraint_dynamics",
+    "tests/test_integrate.py::test_project_to_constraints_nonlinear_and_holonomic",
+    "tests/test_solvers.py::test_accelerations_and_their_jacobians_at_small_and_large_n",
 ]
 _ENGINE_SUITE = [
     "tests/test_integrate.py::test_projection_conserves_energy_and_stays_on_C",
@@ -308,6 +317,9 @@ def run_suite(workdir: Path, nodes: list[str], timeout: float, env: dict) -> tup
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         return "timeout", time.perf_counter() - t0, ""
+    except BaseException:  # interrupted (SIGTERM, Ctrl-C): leave no test run behind
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
     seconds = time.perf_counter() - t0
     if proc.returncode == 0:
         return "survived", seconds, ""
@@ -334,22 +346,19 @@ def run_mutants(mutants: list[Mutant], nodes: list[str], args, log) -> tuple[flo
         _copy_tree(workdir)
         env = _env(workdir, args.jax_cache)
         if args.timeout is not None:  # no baseline run
-            return _mutants_in(workdir, mutants, nodes, args.timeout, env, log, records)
+            return _mutants_in(workdir, mutants, nodes, args.timeout, env, log, records, journal=args.journal)
         status, baseline, detail = run_suite(workdir, nodes, 3600, env)
         if status != "survived":
             raise RuntimeError(f"the kill-suite fails without a mutant: {detail}")
         log(f"baseline: kill-suite passes in {baseline:.1f} s")
-        if args.jax_cache:
-            _, warm, _ = run_suite(workdir, nodes, 3600, env)
-            log(f"baseline again (warm JAX compilation cache): {warm:.1f} s")
-            baseline = min(baseline, warm)
-        return _mutants_in(workdir, mutants, nodes, args.timeout_factor * baseline + 30, env, log, records, baseline)
+        timeout = args.timeout_factor * baseline + 30
+        return _mutants_in(workdir, mutants, nodes, timeout, env, log, records, baseline, args.journal)
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _mutants_in(workdir, mutants, nodes, timeout, env, log, records, baseline=float("nan")):
+def _mutants_in(workdir, mutants, nodes, timeout, env, log, records, baseline=float("nan"), journal=None):
     for i, m in enumerate(mutants):
         target = workdir / m.path
         original = target.read_text()
@@ -358,7 +367,10 @@ def _mutants_in(workdir, mutants, nodes, timeout, env, log, records, baseline=fl
             status, seconds, detail = run_suite(workdir, nodes, timeout, env)
         finally:
             target.write_text(original)
-        records.append(dict(dataclasses.asdict(m), id=m.id, status=status, seconds=round(seconds, 1), detail=detail))
+        records.append(dict(dataclasses.asdict(m), id=m.id, status=status, seconds=round(seconds, 1), detail=detail, suite=len(nodes)))
+        if journal is not None:  # one JSON line per mutant as soon as it is done (--resume)
+            with open(journal, "a") as f:
+                f.write(json.dumps(records[-1]) + "\n")
         log(f"[{i + 1}/{len(mutants)}] {status:8s} {seconds:5.1f}s {m.where} {m.kind}: {_show(m.original)} → {_show(m.mutated)}")
     return baseline, records
 
@@ -440,16 +452,28 @@ def main(argv=None):
     parser.add_argument("--out", help="write the JSON report here")
     parser.add_argument("--markdown", help="write the markdown report here")
     parser.add_argument("--list", action="store_true", help="print the mutants and their counts; run nothing")
-    parser.add_argument("--rerun", help="run only the survivors (and errors) of this JSON report")
+    parser.add_argument(
+        "--rerun",
+        help="run only the survivors (and errors) of this JSON report, against the kill-suite (or --tests); "
+        "the report merges both runs, for the union of both suites",
+    )
     parser.add_argument("--only", nargs="+", help="only the mutants whose id contains one of these strings (ids: --list --ids)")
     parser.add_argument("--tests", nargs="+", help="run these test nodes instead of the group's kill-suite")
     parser.add_argument("--ids", action="store_true", help="with --list: print the mutant ids")
     parser.add_argument("--timeout", type=float, help="a fixed timeout per mutant in seconds (then the baseline is not run)")
     parser.add_argument("--timeout-factor", type=float, default=3.0, help="timeout = factor × baseline + 30 s")
     parser.add_argument("--jax-cache", default=None, help="persistent JAX compilation cache directory for the kill-suite runs")
+    parser.add_argument("--journal", help="append each mutant's result here as a JSON line (default: OUT.jsonl)")
+    parser.add_argument("--resume", action="store_true", help="skip the mutants already in the journal")
+    parser.add_argument("--report-only", action="store_true", help="with --resume: report the journal, run nothing")
     parser.add_argument("--keep", action="store_true", help="keep the temporary copy")
     args = parser.parse_args(argv)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the temporary copy is removed
+    if args.journal is None and args.out:
+        args.journal = args.out + "l" if args.out.endswith(".json") else args.out + ".jsonl"
+    if args.resume and not args.journal:
+        parser.error("--resume needs --journal or --out")
 
     previous = None
     if args.rerun:
@@ -476,7 +500,13 @@ def main(argv=None):
         if args.only:
             mutants = [m for m in mutants if any(s in m.id for s in args.only)]
         if args.max_mutants is not None and len(mutants) > args.max_mutants:
-            mutants = sorted(random.Random(args.seed).sample(mutants, args.max_mutants), key=lambda m: (m.path, m.start))
+            # in random order, so that a run stopped early has tested a random sample
+            mutants = random.Random(args.seed).sample(mutants, args.max_mutants)
+        done = []
+        if args.resume and Path(args.journal).exists():  # mutants already run (by id)
+            lines = Path(args.journal).read_text().splitlines()
+            done = [r for r in map(json.loads, lines) if r["path"] in generated]
+            mutants = [m for m in mutants if m.id not in {r["id"] for r in done}]
         if args.list:
             for m in mutants:
                 print(m.id if args.ids else f"{m.where} ({m.function}, {m.kind}): {_show(m.original)} → {_show(m.mutated)}")
@@ -484,10 +514,17 @@ def main(argv=None):
             continue
         log(f"group {name}: {len(mutants)} of {len(all_mutants)} mutants")
         suite = args.tests or SUITES[name]
-        if previous is not None and not set(previous["groups"][name]["suite"]) <= set(suite):
-            raise ValueError("--rerun needs a kill-suite that contains the earlier one.")
-        baseline, records = run_mutants(mutants, suite, args, log)
-        records = sorted(carried + records, key=lambda r: (r["path"], r["start"], r["kind"]))
+        if args.report_only:  # the journal's results only
+            baseline, records = float("nan"), []
+        else:
+            baseline, records = run_mutants(mutants, suite, args, log)
+        records = done + records
+        if previous is not None:
+            # the earlier run's survivors passed its suite: run against `suite` alone, the results
+            # are those of the union of both suites (its kills stay kills)
+            earlier_suite = previous["groups"][name]["suite"]
+            suite = earlier_suite + [n for n in suite if n not in earlier_suite]
+            records = sorted(carried + records, key=lambda r: (r["path"], r["start"], r["kind"]))
         report["groups"][name] = dict(
             suite=suite, baseline_s=round(baseline, 1), summary=summarize(records, generated), mutants=records
         )
