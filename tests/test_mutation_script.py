@@ -12,7 +12,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("geomech_benchmarks_mutation", ROOT / "benchmarks" / "mutation.py")
+    spec = importlib.util.spec_from_file_location(
+        "geomech_benchmarks_mutation", ROOT / "benchmarks" / "mutation.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -94,7 +96,11 @@ def test_real_modules(path):
     for m in mutants:
         mutation.apply(source, m)
     tree = ast.parse(source)
-    docstrings = [ast.get_docstring(n, clean=False) for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.ClassDef | ast.Module)]
+    docstrings = [
+        ast.get_docstring(n, clean=False)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef | ast.ClassDef | ast.Module)
+    ]
     for m in mutants:
         assert not any(m.original in (d or "") and len(m.original) > 3 for d in docstrings)
     kinds = {m.kind for m in mutation.generate("geomech/_linalg.py")}
