@@ -502,7 +502,8 @@ def test_accelerations_and_their_jacobians_at_small_and_large_n(n):
         return jnp.stack([s.acceleration(stages) for s in solvers.values()])
 
     qv = jnp.concatenate([states.q, states.v], axis=1)
-    accs, jac = eqx.filter_jit(jax.vmap(lambda x, t: (accelerations(x, t), jax.jacfwd(accelerations)(x, t))))(qv, ts)
+    both = lambda x, t: (accelerations(x, t), jax.jacfwd(accelerations)(x, t))
+    accs, jac = eqx.filter_jit(jax.vmap(both))(qv, ts)
     R = ref.solve(c.problem, ts, states.q, states.v)
     for i, key in enumerate(solvers):
         assert_rows_close(accs[:, i], R.a, ref.TOL, key)
@@ -513,4 +514,5 @@ def test_accelerations_and_their_jacobians_at_small_and_large_n(n):
         e = jnp.zeros(2 * n).at[j].set(h)
         fd = (f(qv + e, ts) - f(qv - e, ts)) / (2 * h)
         for i, key in enumerate(solvers):
-            assert_rows_close(jac[:, i, :, j], fd[:, i], 1e-6, f"d a_R / d x_{j} ({key})", floor=1.0)
+            msg = f"d a_R / d x_{j} ({key})"
+            assert_rows_close(jac[:, i, :, j], fd[:, i], 1e-6, msg, floor=1.0)
