@@ -111,6 +111,21 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
     ("geomech/_linalg.py", "unit_rows", "1.0", "2.0"): (
         "the divisor of a zero row (norm 0): 0/1 and 0/2 are both 0, the other rows are unchanged"
     ),
+    ("geomech/_system.py", "LagrangianSystem.check_state", "0", "1"): (
+        "`x[1]` for `x[0]` (the batch member whose shapes are checked): all members of a batch "
+        "have the same shapes, and `gm.State` holds JAX arrays, which clamp the index for a batch "
+        "of one"
+    ),
+    (
+        "geomech/_solver/_kane.py",
+        "_user_basis",
+        "min_singular_value(unit_rows(E.T)) <= tol",
+        "(min_singular_value(unit_rows(E.T)) < tol)",
+    ): (
+        "`<` for `<=` in a rank test: differs only when the smallest singular value equals the "
+        "tolerance exactly (a degenerate basis is flagged either way: "
+        "`test_kane_basis_not_spanning_W`)"
+    ),
     ("geomech/_linalg.py", "<module>", "8", "9"): _KERNEL_SWITCH,
     ("geomech/_linalg.py", "cholesky", "n > _SMALL", "(n >= _SMALL)"): _KERNEL_SWITCH,
     ("geomech/_linalg.py", "solve_lower", "n > _SMALL", "(n >= _SMALL)"): _KERNEL_SWITCH,
