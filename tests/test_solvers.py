@@ -516,3 +516,23 @@ def test_accelerations_and_their_jacobians_at_small_and_large_n(n):
         for i, key in enumerate(solvers):
             msg = f"d a_R / d x_{j} ({key})"
             assert_rows_close(jac[:, i, :, j], fd[:, i], 1e-6, msg, floor=1.0)
+
+
+def test_kane_bases_are_the_documented_constructions():
+    """`Kane().W_basis` is an $M$-orthonormal basis of $\\mathcal{W}$ (Observation 12);
+    `Kane(construction="bracket").W_basis` is the basis $\\Gamma(b_i)$ of $\\mathcal{W}$ with
+    $\\Pi_{\\mathcal{D}}\\Gamma(b_i) = b_i$ $[,]$-orthonormal (4.34)–(4.35) — two different bases of
+    the same $\\mathcal{W}$, giving the same $a_R$."""
+    c = case("random_generalized")
+    stages = eqx.filter_jit(gm.assemble)(c.system, at(c.states, 1), c.ts[1])
+    m = stages.n - stages.k
+    E = gm.Kane().W_basis(stages)
+    G = gm.Kane(construction="bracket").W_basis(stages)
+    scale = jnp.linalg.norm(stages.C)
+    for X in (E, G):
+        assert X.shape == (stages.n, m)
+        assert_small(stages.C @ X, scale * jnp.linalg.norm(X), tol=1e-12)  # in W = ker C
+    assert_rel(E.T @ stages.M @ E, jnp.eye(m))
+    P = stages.project_D(G)
+    assert_rel(P.T @ stages.bracket @ P, jnp.eye(m))
+    assert float(jnp.linalg.norm(G.T @ stages.M @ G - jnp.eye(m))) > 1e-3  # not M-orthonormal
