@@ -127,6 +127,10 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
         "tolerance exactly (a degenerate basis is flagged either way: "
         "`test_kane_basis_not_spanning_W`)"
     ),
+    ("geomech/_stages.py", "assemble", "True", "False"): (
+        "`ideal=False` for the stages of an unconstrained system (k = 0): `ideal` only chooses "
+        "between a Cholesky and an LU solve of the k × k matrix $AM^{-1}C^T$, empty here"
+    ),
     ("geomech/_linalg.py", "<module>", "8", "9"): _KERNEL_SWITCH,
     ("geomech/_linalg.py", "cholesky", "n > _SMALL", "(n >= _SMALL)"): _KERNEL_SWITCH,
     ("geomech/_linalg.py", "solve_lower", "n > _SMALL", "(n >= _SMALL)"): _KERNEL_SWITCH,
