@@ -56,6 +56,27 @@ def test_Y_R_closed_form(example):
     assert abs(dA[0]) + abs(dA[1]) > 1e-3  # A(q) is genuinely non-constant here
 
 
+@pytest.mark.parametrize(
+    "work_space",
+    [gm.Subspace(basis=jnp.array([1.0, -1.0])), gm.Subspace(annihilator=jnp.array([1.0, 1.0]))],
+    ids=["one_basis_vector", "one_annihilator_row"],
+)
+def test_W_given_by_one_vector(work_space):
+    """$\\mathcal{W} = \\mathrm{span}\\{(1, -1)\\}$ given as a single (1-D) basis vector, or
+    $\\mathcal{W}^0$ as a single (1-D) row $(1, 1)$: the same $Y_R$ (3.29) as the model's own
+    annihilator, on and off $\\mathcal{C}$."""
+    model = ThesisExample2(m1=1.3, m2=0.7)
+    system = model()
+    other = eqx.tree_at(lambda sy: sy.work_space, system, work_space)
+    q1, q2, u = STATES[0]
+    q = jnp.array([q1, q2])
+    for v in (jnp.array([u, model.A(q) * u]), jnp.array([u, 0.3])):  # on and off C
+        s = gm.State(q, v)
+        # the model's annihilator gives the closed form (`test_Y_R_closed_form`)
+        a = gm.acceleration(system, s)
+        np.testing.assert_allclose(gm.acceleration(other, s), a, rtol=1e-12)
+
+
 def test_constraint_force_is_eE_dq1_plus_dq2(example):
     _, system, s = example
     Fc = gm.constraint_force(system, s)

@@ -430,6 +430,26 @@ def test_known_work_rejected_where_principle_does_not_generalize(name):
     assert gm.GibbsAppell(metric="W").supports_known_work
 
 
+def test_known_work_accepted_where_principle_generalizes():
+    """Projection, Gibbs–Appell with $G_{\\mathcal{W}}$, Kane, the multipliers and the momentum
+    equation generalize to known work (Prop. 2, 5', Lemma 3', Prop. 6', thesis §5.2): through the
+    public `gm.acceleration` (which checks `supports_known_work`) each gives the reference $a_R$."""
+    name = "random_known_work"
+    c = case(name)
+    solvers = solvers_for(name)
+    assert c.system.known_work is not None and {"gauss", "gibbs_appell_D"}.isdisjoint(solvers)
+    state, t = at(c.states, 1), c.ts[1]  # off C
+
+    @eqx.filter_jit
+    def run(solvers):
+        return {k: gm.acceleration(c.system, state, s, t) for k, s in solvers.items()}
+
+    R = reference(name)
+    for key, a in run(solvers).items():
+        assert solvers[key].supports_known_work
+        assert_rows_close(a[None], R.a[1:2], ref.TOL, key)
+
+
 def test_bad_configuration():
     with pytest.raises(ValueError, match="'W'"):
         gm.GibbsAppell(metric="M")
@@ -468,3 +488,54 @@ def test_action_not_leaving_L_invariant():
         gm.acceleration(system, state, gm.NonholonomicMomentum(thesis_action), t)
     with pytest.raises(Exception, match="not invariant"):
         gm.check_invariance(system, state, thesis_action, t)
+
+
+@pytest.mark.parametrize("n", [4, 10])
+def test_accelerations_and_their_jacobians_at_small_and_large_n(n):
+    """Below and above `_linalg._SMALL` = 8 (unrolled kernels / LAPACK): Projection, Kane and the
+    multipliers on and off C against the reference; and the Jacobian of $a_R$ with respect to
+    $(q, v)$ by forward-mode autodiff (the implicit derivative of `spd_solve`, the derivative of
+    the small Cholesky kernel) against central differences of the same function."""
+    c = random_case(5, n=n, k=3, holonomic=True, time_dependent=True, known_work=True)
+    states, ts = perturbed_states(c.state, c.t, 2, seed=n)
+    solvers = {"projection": gm.Projection(), "kane": gm.Kane(), "multipliers": gm.Multipliers()}
+
+    def accelerations(qv, t):
+        stages = gm.assemble(c.system, gm.State(qv[:n], qv[n:]), t)
+        return jnp.stack([s.acceleration(stages) for s in solvers.values()])
+
+    qv = jnp.concatenate([states.q, states.v], axis=1)
+    both = lambda x, t: (accelerations(x, t), jax.jacfwd(accelerations)(x, t))
+    accs, jac = eqx.filter_jit(jax.vmap(both))(qv, ts)
+    R = ref.solve(c.problem, ts, states.q, states.v)
+    for i, key in enumerate(solvers):
+        assert_rows_close(accs[:, i], R.a, ref.TOL, key)
+    # central differences of the same batch along a few coordinates (errors O(h²) ≈ 1e-10)
+    h = 1e-5
+    f = eqx.filter_jit(jax.vmap(accelerations))
+    for j in (0, n - 1, n, 2 * n - 1):
+        e = jnp.zeros(2 * n).at[j].set(h)
+        fd = (f(qv + e, ts) - f(qv - e, ts)) / (2 * h)
+        for i, key in enumerate(solvers):
+            msg = f"d a_R / d x_{j} ({key})"
+            assert_rows_close(jac[:, i, :, j], fd[:, i], 1e-6, msg, floor=1.0)
+
+
+def test_kane_bases_are_the_documented_constructions():
+    """`Kane().W_basis` is an $M$-orthonormal basis of $\\mathcal{W}$ (Observation 12);
+    `Kane(construction="bracket").W_basis` is the basis $\\Gamma(b_i)$ of $\\mathcal{W}$ with
+    $\\Pi_{\\mathcal{D}}\\Gamma(b_i) = b_i$ $[,]$-orthonormal (4.34)–(4.35) — two different bases of
+    the same $\\mathcal{W}$, giving the same $a_R$."""
+    c = case("random_generalized")
+    stages = eqx.filter_jit(gm.assemble)(c.system, at(c.states, 1), c.ts[1])
+    m = stages.n - stages.k
+    E = gm.Kane().W_basis(stages)
+    G = gm.Kane(construction="bracket").W_basis(stages)
+    scale = jnp.linalg.norm(stages.C)
+    for X in (E, G):
+        assert X.shape == (stages.n, m)
+        assert_small(stages.C @ X, scale * jnp.linalg.norm(X), tol=1e-12)  # in W = ker C
+    assert_rel(E.T @ stages.M @ E, jnp.eye(m))
+    P = stages.project_D(G)
+    assert_rel(P.T @ stages.bracket @ P, jnp.eye(m))
+    assert float(jnp.linalg.norm(G.T @ stages.M @ G - jnp.eye(m))) > 1e-3  # not M-orthonormal

@@ -28,6 +28,7 @@ from random_systems import random_system
 import geomech as gm
 import geomech.models as gmm
 from geomech._sparsity import nonzero_pattern
+from geomech._stages import _coloring, _seeds
 
 # -- the plain formulas ---------------------------------------------------------------------------
 
@@ -275,6 +276,29 @@ def test_fast_paths_match_plain_formulas(name):
 
 
 # -- structure detection --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "pattern, colors",
+    [
+        (np.eye(6, dtype=bool), 1),  # diagonal: one pass (M·1)
+        (np.eye(6, dtype=bool) | np.eye(6, k=1, dtype=bool) | np.eye(6, k=-1, dtype=bool), 3),
+        (np.ones((4, 4), dtype=bool), 4),  # dense: no compression
+        (np.eye(3, 5, dtype=bool), 1),  # rectangular (rows of A): disjoint columns
+        (np.zeros((3, 3), dtype=bool), 1),  # structurally zero: one (empty) pass
+    ],
+)
+def test_column_coloring_is_valid_and_as_small_as_known(pattern, colors):
+    """Curtis–Powell–Reid: columns of one colour share no nonzero row (so one product recovers all
+    of them), and the greedy colouring reaches the chromatic numbers of these patterns."""
+    n_colors, got = _coloring(pattern)
+    assert n_colors == colors and got.shape == (pattern.shape[1],)
+    assert set(got.tolist()) == set(range(n_colors))
+    for c in range(n_colors):
+        cols = pattern[:, got == c]
+        assert np.all(cols.sum(axis=1) <= 1), (c, cols)
+    seeds = _seeds(n_colors, got)  # one 0/1 row per colour, every column in exactly one
+    np.testing.assert_array_equal(seeds.sum(axis=0), np.ones(pattern.shape[1]))
 
 
 def _detected(L, n=3, constraint=None):

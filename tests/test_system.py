@@ -101,6 +101,11 @@ def test_harmonic_oscillator_closed_form():
     s = gm.State(jnp.array([0.7, -0.2]), jnp.array([1.0, 0.0]))
     np.testing.assert_allclose(gm.acceleration(system, s), -k / m * s.q, rtol=1e-14)
     np.testing.assert_allclose(system.energy(s), 0.5 * m + 0.5 * k * (0.49 + 0.04), rtol=1e-14)
+    # no constraint: no rows (k = 0) in the residuals and the stages, and no constraint force
+    assert system.constraint_residual(s).shape == (0,) and system.position_residual(s).shape == (0,)
+    stages = gm.assemble(system, s)
+    assert stages.A.shape == (0, 2) and stages.b.shape == (0,) and stages.C.shape == (0, 2)
+    np.testing.assert_allclose(stages.a_U, -k / m * s.q, rtol=1e-14)
 
 
 def test_time_dependent_lagrangian_matches_euler_lagrange():
