@@ -408,7 +408,7 @@ def run_suite(workdir: Path, nodes: list[str], timeout: float, env: dict) -> tup
         return "survived", seconds, ""
     failed = [line for line in out.splitlines() if line.startswith(("FAILED", "ERROR"))]
     detail = failed[0] if failed else f"pytest exit code {proc.returncode}: " + out.strip()[-300:]
-    if proc.returncode in (4, 5):  # usage error / no tests collected: the suite itself is wrong
+    if not failed:  # no test failed or errored (e.g. no tests collected): the suite is wrong
         return "error", seconds, detail
     return "killed", seconds, detail
 

@@ -101,6 +101,7 @@ def test_harmonic_oscillator_closed_form():
     s = gm.State(jnp.array([0.7, -0.2]), jnp.array([1.0, 0.0]))
     np.testing.assert_allclose(gm.acceleration(system, s), -k / m * s.q, rtol=1e-14)
     np.testing.assert_allclose(system.energy(s), 0.5 * m + 0.5 * k * (0.49 + 0.04), rtol=1e-14)
+    assert system.dim(s) == 2  # dim Q: the coordinates of a Euclidean space
     # no constraint: no rows (k = 0) in the residuals and the stages, and no constraint force
     assert system.constraint_residual(s).shape == (0,) and system.position_residual(s).shape == (0,)
     stages = gm.assemble(system, s)
