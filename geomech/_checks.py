@@ -102,6 +102,22 @@ class Failure(eqx.Enumeration):
         "state, t) names the function), or a condition of the solver itself fails "
         "(gm.NonholonomicMomentum: the action must leave L invariant, (4.13))"
     )
+    nonfinite_multipliers = (
+        "the initial multipliers mu0 of gm.simulate_vakonomic have NaN or inf entries: give "
+        "finite mu0"
+    )
+
+
+FAILURES = (
+    Failure.nonfinite_state,
+    Failure.off_constraint,
+    Failure.mass_matrix,
+    Failure.admissibility,
+    Failure.work_space,
+    Failure.condition_3_19,
+    Failure.nonfinite_acceleration,
+    Failure.nonfinite_multipliers,
+)
 
 
 def check_time(t, name: str) -> None:

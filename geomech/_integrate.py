@@ -12,6 +12,7 @@ from jaxtyping import Array, Float
 
 from ._bundle import State
 from ._checks import (
+    FAILURES,
     Failure,
     admissibility_margin,
     condition_3_19_margin,
@@ -20,7 +21,7 @@ from ._checks import (
     work_space_margin,
 )
 from ._custom_types import RealScalarLike
-from ._dynamics import check_on_constraint, check_solver, constrained_acceleration, on_constraint
+from ._dynamics import check_solver, constrained_acceleration, on_constraint
 from ._engine import (
     DEFAULT_MAX_OUTPUT_BYTES,
     RawSolution,
@@ -93,7 +94,8 @@ class Solution(eqx.Module):
         precondition is not integrated: `diffrax.RESULTS.singular`, and `failure` says which.
     - `failure`: a `gm.Failure` per trajectory, `gm.Failure.none` unless the initial state
         failed a precondition (`nonfinite_state`, `off_constraint`, `mass_matrix`,
-        `admissibility`, `work_space`, `condition_3_19`, `nonfinite_acceleration`); such a
+        `admissibility`, `work_space`, `condition_3_19`, `nonfinite_acceleration`, and for
+        `simulate_vakonomic` `nonfinite_multipliers`); such a
         trajectory keeps its `y0` at `t0` and `inf` at the later saved times, and `t_final == t0`.
     - `t_final`: the time each trajectory reached, `()` (or `(B,)`): `t1`, or where it stopped
         early (NaN for a trajectory stopped early under `diffrax.BacksolveAdjoint`).
@@ -268,13 +270,8 @@ def _simulate(
     system, y0, t0, t1, solver, stabilization, options, *, batched, throw_in_jit
 ) -> Solution:
     failure = initial_failures(system, solver, y0, t0, batched=batched)
-    if throw_in_jit:  # under the caller's jit: the condition, without the indices
-        for item in FAILURES:
-            failure = eqx.error_if(
-                failure, failure == item, f"{_failure_message(item)} (the indices of the failing "
-                "trajectories are named when simulate is called outside jax.jit; or pass "
-                "throw=False and read sol.failure)."
-            )
+    if throw_in_jit:
+        failure = throw_failures_in_jit(failure, "simulate")
     rhs = ConstrainedField(system, solver, stabilization)
     project = stabilization.state_projection(system)
     skip = failure != Failure.none
@@ -282,18 +279,16 @@ def _simulate(
     return Solution.from_raw(system, raw, batched=batched, throw=options.throw, failure=failure)
 
 
-FAILURES = (
-    Failure.nonfinite_state,
-    Failure.off_constraint,
-    Failure.mass_matrix,
-    Failure.admissibility,
-    Failure.condition_3_19,
-    Failure.nonfinite_acceleration,
-)
-
-
-def _failure_message(item: Failure) -> str:
-    return f"simulate: an initial state fails a precondition ({Failure[item]})"
+def throw_failures_in_jit(failure: Failure, name: str) -> Failure:
+    """`failure` with an error for any failed precondition, naming the condition but not the
+    indices (under the caller's jit or across processes they are not known here)."""
+    for item in FAILURES:
+        failure = eqx.error_if(
+            failure, failure == item, f"{name}: an initial state fails a precondition "
+            f"({Failure[item]}) (the indices of the failing trajectories are named when {name} is "
+            "called outside jax.jit; or pass throw=False and read sol.failure)."
+        )
+    return failure
 
 
 def initial_failure(system: LagrangianSystem, solver: AbstractSolver, state: State, t) -> Failure:
@@ -327,9 +322,9 @@ def initial_failures(system: LagrangianSystem, solver: AbstractSolver, y0: State
     return jax.vmap(check)(y0) if batched else check(y0)
 
 
-def raise_failures(failure: Failure) -> None:
-    """Raise a `ValueError` naming the trajectories that failed a precondition and why (concrete
-    `failure` only)."""
+def raise_failures(failure: Failure, name: str = "simulate") -> None:
+    """Raise a `ValueError` naming the trajectories that failed a precondition of `name` and why
+    (concrete `failure` only)."""
     lines = []
     for item in FAILURES:
         failed = np.asarray(failure == item)
@@ -340,13 +335,7 @@ def raise_failures(failure: Failure) -> None:
             lines.append(f"- {which}: {Failure[item]}.")
     if lines:
         raise ValueError(
-            "simulate: initial states fail a precondition and were not integrated:\n"
+            f"{name}: initial states fail a precondition and were not integrated:\n"
             + "\n".join(lines)
             + "\nPass throw=False to integrate the others (sol.failure flags these)."
         )
-
-
-def check_initial_states(system: LagrangianSystem, y0: State, t0, *, batched: bool) -> State:
-    """`y0` (one state or a batch) if it lies on $\\mathcal{C}$, else an error (`check_on_constraint`)."""
-    check = lambda s: check_on_constraint(system, s, t0)
-    return jax.vmap(check)(y0) if batched else check(y0)

@@ -82,7 +82,7 @@ class Stages(eqx.Module):
         for a diagonal $M$ only the structurally nonzero terms of the sum are formed."""
         if self.gram_entries is None:
             return self.A @ self.solve_M(self.C.T)
-        i, j, l = (np.asarray(x) for x in self.gram_entries)
+        i, j, l = (np.asarray(x, dtype=np.intp) for x in self.gram_entries)  # () when none
         terms = self.A[i, l] * self.C[j, l] / jnp.diagonal(self.M)[l]
         return jnp.zeros((self.k, self.k), self.M.dtype).at[i, j].add(terms)
 

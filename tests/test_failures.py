@@ -138,3 +138,79 @@ def test_gradients_of_the_good_members_are_finite():
 
     g = jax.grad(loss)(1.0)
     assert np.isfinite(g) and g != 0.0
+
+
+def test_rank_deficient_work_space_is_flagged_and_raised():
+    # φ = v_y, W = ker (x, 0): the annihilator has rank 0 at x = 0 (a work space of rank n − k fails)
+    W = gm.Subspace(annihilator=lambda q, v: jnp.stack([q[0], 0.0 * q[0]])[None])
+    system = _plane(constraint=gm.LinearConstraint(lambda q: jnp.array([[0.0, 1.0]])), work_space=W)
+    states = _states([[1.0, 0.0], [1.2, 1.0], [0.0, 0.0]], [[0.1, 0.0], [0.2, 0.0], [0.1, 0.0]])
+    sol = gm.simulate(system, states, 0.0, 0.5, throw=False, **KW)
+    np.testing.assert_array_equal(sol.failure == gm.Failure.work_space, [False, False, True])
+    with pytest.raises(ValueError, match=r"trajectories \[2\] \(1 of 3\): the work space W is rank"):
+        gm.simulate(system, states, 0.0, 0.5, **KW)
+    f = jax.jit(lambda y: gm.simulate(system, y, 0.0, 0.5, **KW).states.q)
+    with pytest.raises(Exception, match="the work space W is rank deficient"):
+        f(states)
+
+
+# -- simulate_vakonomic: the same per-trajectory preconditions ------------------------------------
+
+# a unit pendulum in Cartesian coordinates, h = |q|² − 1 (vakonomic on g = 2 q·v = 0)
+PENDULUM = gm.LagrangianSystem(
+    lambda q, v: 0.5 * v @ v - q[1], constraint=gm.HolonomicConstraint(lambda q: q @ q - 1.0)
+)
+GOOD_Q = jnp.array([[1.0, 0.0], [0.6, -0.8]])
+GOOD_V = jnp.array([[0.0, 1.0], [0.4, 0.3]])
+GOOD_MU = jnp.array([[0.0], [0.2]])
+
+
+def _vakonomic_batch(bad: bool):
+    """Four members; with `bad`, member 2 is off C and member 3 has a NaN multiplier, else both
+    are copies of the good members 0 and 1 (the same batch shape, so the same compiled program)."""
+    q = jnp.concatenate([GOOD_Q, jnp.array([[1.1, 0.0]]) if bad else GOOD_Q[:1], GOOD_Q[1:]])
+    v = jnp.concatenate([GOOD_V, GOOD_V])
+    mu = jnp.concatenate([GOOD_MU, GOOD_MU[:1], jnp.array([[jnp.nan]]) if bad else GOOD_MU[1:]])
+    return gm.State(q, v), mu
+
+
+def test_vakonomic_failing_members_are_flagged_and_the_others_are_untouched():
+    y0, mu0 = _vakonomic_batch(bad=True)
+    sol = gm.simulate_vakonomic(PENDULUM, y0, mu0, 0.0, 0.5, throw=False, **KW)
+    for item, expected in [
+        (gm.Failure.none, [True, True, False, False]),
+        (gm.Failure.off_constraint, [False, False, True, False]),
+        (gm.Failure.nonfinite_multipliers, [False, False, False, True]),
+    ]:
+        np.testing.assert_array_equal(sol.failure == item, expected)
+    np.testing.assert_array_equal(
+        sol.result == diffrax.RESULTS.successful, [True, True, False, False]
+    )
+    np.testing.assert_array_equal(sol.result == diffrax.RESULTS.singular, [False, False, True, True])
+    np.testing.assert_array_equal(sol.impasse, [False] * 4)
+    np.testing.assert_array_equal(sol.t_final, [0.5, 0.5, 0.0, 0.0])
+    # a failing member keeps its y0 and mu0 at t0 and is inf afterwards
+    np.testing.assert_array_equal(sol.states.q[2, 0], y0.q[2])
+    np.testing.assert_array_equal(sol.mu[3, 0], mu0[3])
+    assert np.all(np.isinf(sol.states.q[2:, 1:])) and np.all(np.isinf(sol.mu[2:, 1:]))
+    # the good members: bit for bit as in the same batch with good states in the failing slots
+    ref = gm.simulate_vakonomic(PENDULUM, *_vakonomic_batch(bad=False), 0.0, 0.5, throw=False, **KW)
+    for field in ("states", "mu", "vakonomic_energy", "energy", "t_final", "ts"):
+        a, b = getattr(sol, field), getattr(ref, field)
+        for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
+            np.testing.assert_array_equal(x[:2], y[:2], err_msg=field)
+    # and to round-off as in a batch of the good members alone (XLA:CPU compiles other batch
+    # sizes to differently vectorized loops, so bit equality holds only for the same shape)
+    alone = gm.simulate_vakonomic(PENDULUM, gm.State(GOOD_Q, GOOD_V), GOOD_MU, 0.0, 0.5, **KW)
+    np.testing.assert_allclose(sol.states.q[:2], alone.states.q, rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(sol.mu[:2], alone.mu, rtol=1e-13, atol=1e-14)
+
+
+def test_vakonomic_throw_names_the_failing_indices():
+    y0, mu0 = _vakonomic_batch(bad=True)
+    with pytest.raises(ValueError, match=r"(?s)simulate_vakonomic: .*trajectories \[2\] \(1 of 4\): the state is "
+                       r"off the constraint manifold.*trajectories \[3\] \(1 of 4\): the initial multipliers"):
+        gm.simulate_vakonomic(PENDULUM, y0, mu0, 0.0, 0.5, **KW)
+    f = jax.jit(lambda y, m: gm.simulate_vakonomic(PENDULUM, y, m, 0.0, 0.5, **KW).states.q)
+    with pytest.raises(Exception, match="simulate_vakonomic: an initial state fails a precondition"):
+        f(y0, mu0)

@@ -10,16 +10,18 @@ import numpy as np
 from jaxtyping import Array, Bool, Float
 
 from .._bundle import State
-from .._checks import Failure
+from .._checks import Failure, admissibility_margin, holds, mass_matrix_margin
 from .._custom_types import RealScalarLike
+from .._dynamics import on_constraint
 from .._engine import (
     DEFAULT_MAX_OUTPUT_BYTES,
+    all_finite,
     check_output_size,
     check_time_interval,
     integrate,
     solve_options,
 )
-from .._integrate import Solution, check_initial_states, simulate
+from .._integrate import Solution, raise_failures, simulate, throw_failures_in_jit
 from .._solver._base import AbstractSolver
 from .._solver._projection import Projection
 from .._stabilization import AbstractStabilization, as_stabilization
@@ -185,9 +187,13 @@ def simulate_vakonomic(
         `stabilization`, `adjoint`, `progress`, `sharding`, `max_output_bytes`: as in
         `gm.simulate`.
     - `throw`: if `True`, reaching an impasse point raises an error saying so, and so does any
-        other integration failure. If `False` a trajectory reaching an impasse point stops there
+        other integration failure or an initial state that fails a precondition (the error
+        names the trajectories). If `False` a trajectory reaching an impasse point stops there
         with `sol.impasse` `True`, `sol.result == diffrax.RESULTS.event_occurred` and
-        `sol.t_final` the time reached; the other trajectories are returned unharmed.
+        `sol.t_final` the time reached; an initial state (or $\\mu_0$) failing a precondition —
+        not finite, off $g = 0$, singular $M$, $G$ not of full rank — is not integrated and is
+        flagged in `sol.failure` (as in `gm.simulate`); the other trajectories are returned
+        unharmed.
     - `impasse_tol`: an accepted state whose impasse margin ($\\sigma_{\\min}/\\sigma_{\\max}$ of
         $M_\\mu$ on $\\ker G$, `impasse_margin`) is at most this is an impasse point, and so is a
         step across which the margin's sign (that of $\\det Z^\\top M_\\mu Z$) changes (a
@@ -249,23 +255,50 @@ def simulate_vakonomic(
         raise ValueError(
             f"impasse_tol must be a finite number >= 0 (or None), got {impasse_tol!r}."
         )
-    if not isinstance(mu0, jax.core.Tracer) and not np.all(np.isfinite(mu0)):
-        raise ValueError(f"mu0 (the initial multipliers) has NaN or inf entries: {mu0}.")
     tol = default_impasse_tol(dtype) if impasse_tol is None else float(impasse_tol)
     t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
-    return _simulate_vakonomic(
-        system, y0, mu0, t0, t1, omega, modified, stabilization, tol, options, batched=batched
+    # as in gm.simulate: failing indices are named only from concrete values held by this process
+    traced = any(
+        isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((system, y0, mu0))
     )
+    on_host = throw and not traced and jax.process_count() == 1
+    sol = _simulate_vakonomic(
+        system, y0, mu0, t0, t1, omega, modified, stabilization, tol, options, batched=batched,
+        throw_in_jit=throw and not on_host,
+    )
+    if on_host:
+        raise_failures(sol.failure, "simulate_vakonomic")
+    return sol
+
+
+def _initial_failure(system: LagrangianSystem, state: State, mu, t) -> Failure:
+    """The first precondition of `simulate_vakonomic` that `(state, mu)` fails: finite $(q, v)$
+    and $\\mu$, on $g = 0$, regular $M$ (2.6), $G = \\partial g/\\partial v$ of full rank (3.7);
+    else `Failure.none`. (A degenerate $M_\\mu$ at $t_0$ is an impasse point, the event's case.)"""
+    stages = assemble(system, state, t, checks=False)
+    ok = (
+        (all_finite(state), Failure.nonfinite_state),
+        (all_finite(mu), Failure.nonfinite_multipliers),
+        (on_constraint(system, state, t), Failure.off_constraint),
+        (holds(mass_matrix_margin(stages.M, stages.M_cho)), Failure.mass_matrix),
+        (holds(admissibility_margin(stages.A)), Failure.admissibility),
+    )
+    failure = Failure.none
+    for holds_, item in reversed(ok):  # the first failed condition wins
+        failure = Failure.where(holds_, failure, item)
+    return failure
 
 
 @eqx.filter_jit
 def _simulate_vakonomic(
-    system, y0, mu0, t0, t1, omega, modified, stabilization, impasse_tol, options, *, batched
+    system, y0, mu0, t0, t1, omega, modified, stabilization, impasse_tol, options, *, batched,
+    throw_in_jit,
 ) -> VakonomicSolution:
-    y0 = check_initial_states(system, y0, t0, batched=batched)
-    mu0 = eqx.error_if(
-        mu0, ~jnp.all(jnp.isfinite(mu0)), "mu0 (the initial multipliers) has NaN or inf entries."
-    )
+    check = lambda s, m: _initial_failure(system, s, m, t0)
+    failure = jax.vmap(check)(y0, mu0) if batched else check(y0, mu0)
+    if throw_in_jit:
+        failure = throw_failures_in_jit(failure, "simulate_vakonomic")
+    skip = failure != Failure.none
     project = stabilization.state_projection(system)
     rhs = _VakonomicField(system, omega, modified, stabilization)
     event = diffrax.Event(tuple(_Impasse(system, impasse_tol, c) for c in (False, True)))
@@ -278,8 +311,9 @@ def _simulate_vakonomic(
         batched=batched,
         project=None if project is None else _MechanicalProjection(project),
         event=event,
+        skip=skip,
     )
-    impasse = raw.result == diffrax.RESULTS.event_occurred
+    impasse = (raw.result == diffrax.RESULTS.event_occurred) & ~skip
     result = raw.result
     if options.throw:
         result = eqx.error_if(result, impasse, IMPASSE_MESSAGE)
@@ -288,7 +322,9 @@ def _simulate_vakonomic(
     E_vak = jax.vmap(lambda t, s, m: vakonomic_energy(system, s, m, t))
     E_vak = jax.vmap(E_vak)(raw.ts, states, mu) if batched else E_vak(raw.ts, states, mu)
     return VakonomicSolution(
-        solution=Solution.from_raw(system, mechanical, batched=batched, throw=options.throw),
+        solution=Solution.from_raw(
+            system, mechanical, batched=batched, throw=options.throw, failure=failure
+        ),
         mu=mu,
         impasse=impasse,
         vakonomic_energy=E_vak,
