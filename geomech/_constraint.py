@@ -21,8 +21,19 @@ from ._linalg import null_space, rank_tolerance
 
 def call(fn: Callable, t, *args, time_dependent: bool):
     """Call a user function with `t` first if it is time dependent (the one place that knows
-    both conventions)."""
-    return fn(t, *args) if time_dependent else fn(*args)
+    both conventions).
+
+    The call is a nested `jit` (`_traced_once`): JAX traces the user function once per argument
+    shapes and caches the jaxpr and its transformations (JVP, transpose, vmap), so the many
+    derivative passes of the stages (M, Q, A, b, ...) in every stage of an integrator do not
+    re-trace a large Lagrangian; XLA inlines the call, so the compiled program is the same."""
+    args = (t, *args) if time_dependent else args
+    return _traced_once(fn, *(jnp.asarray(x) for x in args))
+
+
+@eqx.filter_jit
+def _traced_once(fn, *args):
+    return fn(*args)
 
 
 class TimeForm(eqx.Module):

@@ -93,6 +93,16 @@ class LagrangianSystem(eqx.Module):
                 raise TypeError(f"{name} must be a callable returning an (n,) covector.")
         if self.manifold is not None and not isinstance(self.manifold, AbstractManifold):
             raise TypeError("manifold must be a gm.Euclidean(n), gm.Circle() or gm.Product(...).")
+        for name in ("lagrangian", "force", "constraint", "work_space", "known_work"):
+            # compiled programs are cached by the functions (their arrays aside): they must hash
+            try:
+                hash(eqx.filter(getattr(self, name), eqx.is_array, inverse=True))
+            except TypeError as e:
+                raise TypeError(
+                    f"{name} must be hashable apart from its arrays (geomech caches compiled "
+                    f"programs by it): {e}. Use a function, or an equinox.Module (a dataclass "
+                    "with eq=True has no hash: add frozen=True or eq=False)."
+                ) from None
 
     # -- the user's functions, called uniformly as f(t, q, v) ------------------------------------
 

@@ -82,9 +82,10 @@ def _compare(system, state, t, solvers):
 # -- random systems with a diagonal M and banded constraints --------------------------------------
 
 
-def _band(k, n):
-    """Row i of a k x n band: columns 2i, 2i+1, 2i+2 (a numpy constant: structure from the code)."""
-    i, j = np.arange(k)[:, None], np.arange(n)[None, :]
+def _band(k, n, shift=0):
+    """Row i of a k x n band: columns 2i, 2i+1, 2i+2 (+ shift) (a numpy constant: structure from
+    the code)."""
+    i, j = np.arange(k)[:, None], np.arange(n)[None, :] - shift
     return (j >= 2 * i) & (j <= 2 * i + 2)
 
 
@@ -140,17 +141,22 @@ class BandedConstraint(eqx.Module):
 
 
 class BandedAnnihilator(eqx.Module):
+    """Rows of $C$ on the band of `_band` shifted by `shift` columns (with a shift the patterns
+    of $A$ and $C$ differ, so the nonzero terms of $A M^{-1} C^\\top$ are not symmetric)."""
+
     C0: jax.Array
     C1: jax.Array
     time_dependent: bool = eqx.field(static=True)
+    shift: int = eqx.field(static=True, default=0)
 
     def __call__(self, *args):
         t, q, v = args if self.time_dependent else (0.0, *args)
         k, n = self.C0.shape
-        return jnp.where(_band(k, n), self.C0 + 0.2 * jnp.tanh(self.C1 @ (q + 0.1 * v)), 0.0)
+        band = _band(k, n, self.shift)
+        return jnp.where(band, self.C0 + 0.2 * jnp.tanh(self.C1 @ (q + 0.1 * v)), 0.0)
 
 
-def diagonal_system(seed, n=8, k=3, *, generalized, time_dependent, known_work, t=0.3):
+def diagonal_system(seed, n=8, k=3, *, generalized, time_dependent, known_work, t=0.3, shift=0):
     """A random system with a structurally diagonal $M$ and banded $A$ (and $C$), and a state on
     $\\mathcal{C}$."""
     rng = np.random.default_rng(seed)
@@ -169,7 +175,9 @@ def diagonal_system(seed, n=8, k=3, *, generalized, time_dependent, known_work, 
     ws = None
     if generalized:
         ws = gm.Subspace(
-            annihilator=BandedAnnihilator(r(k, n) + 2.0 * _band(k, n), 0.3 * r(n), time_dependent)
+            annihilator=BandedAnnihilator(
+                r(k, n) + 2.0 * _band(k, n, shift), 0.3 * r(n), time_dependent, shift
+            )
         )
     force = LinearForce(0.3 * r(n, n), time_dependent)
     F0 = None
@@ -224,6 +232,11 @@ SYSTEMS = {
     ),
     "diag_generalized_time": (
         lambda: diagonal_system(2, generalized=True, time_dependent=True, known_work=False),
+        True,
+        True,
+    ),
+    "diag_generalized_shifted": (  # patterns of A and C differ: the Gram terms are not symmetric
+        lambda: diagonal_system(4, generalized=True, time_dependent=False, known_work=False, shift=1),
         True,
         True,
     ),
