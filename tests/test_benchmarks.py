@@ -105,3 +105,13 @@ def test_compile_time_quick():
     assert disk["first_simulate_s"] > 0 and disk["simulate_successful"]
     assert disk["relative_energy_drift"] < 1e-6
     assert "| rolling_disk | 5 |" in "\n".join(_load("report").compile_tables(data))
+
+
+def test_adjoints_quick():
+    """The adjoint study: storing every step changes nothing but the cost (the same discrete
+    gradient to round-off); the continuous adjoint agrees to its tolerance."""
+    out = _load("adjoints").main(["--chains", "2", "--batch", "2", "--t1", "0.5", "--repeat", "1"])
+    (chain,) = out["chains"]
+    assert chain["N"] == 2 and chain["steps"] > 1
+    assert chain["all_steps_grad_rel_diff"] <= 1e-10
+    assert chain["backsolve_grad_rel_diff"] <= 1e-4
