@@ -16,7 +16,8 @@ gradient with:
   solved backwards), with its gradient's relative difference from `default`'s;
 
 and with `--hand` the same for the hand-written right-hand side of `_cases.py` under the default
-adjoint. Times are best of 3 after compilation.
+adjoint. Times are best of 3 after a first (compiling) call, which is reported too
+(`*_first_s`).
 """
 
 import argparse
@@ -50,6 +51,13 @@ def generic_loss(system, q0, t1, rtol, adjoint, max_steps):
     return loss
 
 
+def run_time(fn, x, repeat):
+    """`(first call's seconds (compile included), best of `repeat` later calls, result)`."""
+    first, _ = _common.timed(fn, x)
+    best, out = _common.best_time(fn, x, repeat=repeat)
+    return first, best, out
+
+
 def bench_chain(N, B, t1, rtol, hand, repeat):
     model, s = chain_states(N)(jax.random.PRNGKey(0), B)
     system = model.system()
@@ -58,7 +66,7 @@ def bench_chain(N, B, t1, rtol, hand, repeat):
     default = diffrax.RecursiveCheckpointAdjoint()
     forward = jax.jit(generic_loss(system, s.q, t1, rtol, default, 4096))
     out = {"N": N, "n": 2 * N, "B": B, "steps": steps}
-    out["forward_s"], _ = _common.best_time(forward, s.v, repeat=repeat)
+    out["forward_first_s"], out["forward_s"], _ = run_time(forward, s.v, repeat)
     controller = diffrax.PIDController(rtol=rtol, atol=rtol)
     variants = {
         "default": (default, 4096),
@@ -68,7 +76,7 @@ def bench_chain(N, B, t1, rtol, hand, repeat):
     grads = {}
     for name, (adjoint, max_steps) in variants.items():
         g = jax.jit(jax.grad(generic_loss(system, s.q, t1, rtol, adjoint, max_steps)))
-        out[f"{name}_grad_s"], grads[name] = _common.best_time(g, s.v, repeat=repeat)
+        out[f"{name}_grad_first_s"], out[f"{name}_grad_s"], grads[name] = run_time(g, s.v, repeat)
         out[f"{name}_grad_over_forward"] = out[f"{name}_grad_s"] / out["forward_s"]
         print(f"[adjoints] N = {N} {name} done", file=sys.stderr, flush=True)
     scale = jnp.max(jnp.abs(grads["default"]))
@@ -77,8 +85,8 @@ def bench_chain(N, B, t1, rtol, hand, repeat):
     if hand:
         one = lambda q, v: solve_one(chain_hand, model, q, v, t1, rtol, rtol, max_steps=4096)[:2]
         hand_loss = lambda v0: final_state_loss(*jax.vmap(one)(s.q, v0))
-        out["hand_forward_s"], _ = _common.best_time(jax.jit(hand_loss), s.v, repeat=repeat)
-        out["hand_grad_s"], _ = _common.best_time(jax.jit(jax.grad(hand_loss)), s.v, repeat=repeat)
+        _, out["hand_forward_s"], _ = run_time(jax.jit(hand_loss), s.v, repeat)
+        _, out["hand_grad_s"], _ = run_time(jax.jit(jax.grad(hand_loss)), s.v, repeat)
         out["hand_grad_over_forward"] = out["hand_grad_s"] / out["hand_forward_s"]
     return out
 

@@ -97,6 +97,11 @@ _ENGINE_SUITE = [
     "tests/test_integrate.py::test_fixed_step_nonfinite_trajectory_stops",
     "tests/test_integrate.py::test_implicit_integrator_with_projection",
     "tests/test_failures.py::test_failing_member_is_flagged_and_the_others_are_untouched",
+    # added for the survivors of the first engine run
+    "tests/test_bad_input.py::test_bad_input[output-above-limit]",
+    "tests/test_bad_input.py::test_bad_input[output-steps-huge]",
+    "tests/test_integrate.py::test_progress_shows_a_tqdm_bar",
+    "tests/test_sharding.py::test_sharded_ensemble_equals_unsharded",
 ]
 SUITES = {"formulas": _FORMULA_SUITE, "engine": _ENGINE_SUITE}
 
@@ -151,6 +156,33 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
     ): (
         "with one colour per row the compressed reverse passes are the plain ones (seed $e_i$ for "
         "row $i$), and the mask keeps exactly $A$'s structural nonzeros: the same $A$"
+    ),
+    ("geomech/_engine.py", "_project_saved", "0", "1"): (
+        "the time given to the projection for an unused `SaveAt(steps=True)` slot (0 or 1): its "
+        "result is discarded by the `jnp.where` that follows"
+    ),
+    ("geomech/_engine.py", "integrate.solve_one", "False", "True"): (
+        "a skipped trajectory's frozen right-hand side returns its state instead of zero: it "
+        "integrates ẏ = y from a finite stand-in whose output is then replaced (y0 at t0, inf "
+        "after), and the others are untouched; only the skipped member's own step count (cost) "
+        "changes (3 → 5 steps in test_failures' cases), so no result can tell"
+    ),
+    ("geomech/_engine.py", "integrate.solve_one", "0", "1"): (
+        "`ts_final[1]` for `ts_final[0]` on an array of one saved time: JAX clamps the index"
+    ),
+    # (the key also matches `T += 1 if sub.ts is None ...`, which the exact sizes of
+    # test_bad_input's output-* cases kill, so it is never a survivor to explain)
+    ("geomech/_engine.py", "check_output_size", "0", "1"): (
+        "`leaves[1].dtype` for `leaves[0].dtype`: q and v (and the multipliers) share one dtype"
+    ),
+    (
+        "geomech/_engine.py",
+        "GuardedSolver.step",
+        "jnp.abs(t1 - t0) <= 16 * eps * jnp.maximum(jnp.abs(t0), jnp.abs(t1))",
+        "(jnp.abs(t1 - t0) < 16 * eps * jnp.maximum(jnp.abs(t0), jnp.abs(t1)))",
+    ): (
+        "`<` for `<=` in the step-collapse test: differs only when the step equals the threshold "
+        "exactly"
     ),
     ("geomech/_linalg.py", "<module>", "8", "9"): _KERNEL_SWITCH,
     ("geomech/_linalg.py", "cholesky", "n > _SMALL", "(n >= _SMALL)"): _KERNEL_SWITCH,

@@ -232,8 +232,8 @@ CASES: list[tuple[str, Callable, object]] = [
     ("saveat-ts-nan", _sim(saveat=diffrax.SaveAt(ts=jnp.array([0.1, jnp.nan]))), raises(ValueError, r"saveat.ts has NaN or inf entries")),
     ("saveat-ts-2d", _sim(saveat=diffrax.SaveAt(ts=jnp.full((2, 2), 0.1))), raises(ValueError, r"saveat.ts must be a 1-D array of times, got shape \(2, 2\)")),
     # output size
-    ("output-above-limit", _sim(saveat=diffrax.SaveAt(ts=jnp.linspace(0, T1, 1000)), max_output_bytes=10_000), raises(ValueError, r"the saved output would take .* above max_output_bytes.*max_output_bytes=\.\.\. \(None: no limit\)")),
-    ("output-steps-huge", _sim(saveat=diffrax.SaveAt(steps=True), max_steps=10**9), raises(ValueError, r"SaveAt\(steps=True\) keeps max_steps = 1000000000 slots.*lower max_steps")),
+    ("output-above-limit", _sim(saveat=diffrax.SaveAt(ts=jnp.linspace(0, T1, 1000)), max_output_bytes=10_000), raises(ValueError, r"the saved output would take 0.00 GiB \(1 trajectories x 1001 saved times x 8 values\), above max_output_bytes.*max_output_bytes=\.\.\. \(None: no limit\)")),
+    ("output-steps-huge", _sim(saveat=diffrax.SaveAt(steps=True), max_steps=10**9), raises(ValueError, r"\(1 trajectories x 1000000001 saved times x 8 values\) \(SaveAt\(steps=True\) keeps max_steps = 1000000000 slots.*lower max_steps")),
     ("max_output_bytes-zero", _sim(max_output_bytes=0), raises(ValueError, r"max_output_bytes must be a positive integer or None, got 0")),
     ("max_output_bytes-float", _sim(max_output_bytes=1e9), raises(ValueError, r"max_output_bytes must be a positive integer or None")),
     # the other arguments of simulate

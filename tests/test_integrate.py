@@ -394,3 +394,13 @@ def test_bad_inputs_raise_clear_errors(no_typecheck):
         gm.simulate(PSYS, batch, 0.0, 1.0, sharding=NamedSharding(mesh, PartitionSpec(None, "b")))
     assert batch_sharding(mesh)[1] == PartitionSpec(("b",))
     assert batch_sharding(NamedSharding(mesh, PartitionSpec("b")))[1] == PartitionSpec("b")
+
+
+def test_progress_shows_a_tqdm_bar(capfd):
+    """progress=True shows diffrax's tqdm bar (tqdm is a test dependency), on stderr."""
+    system = gm.LagrangianSystem(lambda q, v: 0.5 * v @ v - q[0])
+    state = gm.State(jnp.zeros(1), jnp.ones(1))
+    sol = gm.simulate(system, state, 0.0, 1.0, progress=True)
+    assert sol.result == diffrax.RESULTS.successful
+    out, err = capfd.readouterr()
+    assert "100.00%|" in err and "100.00%" not in out, (out, err)

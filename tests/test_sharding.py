@@ -14,7 +14,7 @@ SCRIPT = textwrap.dedent(
     """
     import jax, jax.numpy as jnp, numpy as np, diffrax
     jax.config.update("jax_enable_x64", True)
-    from jax.sharding import Mesh, SingleDeviceSharding
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
     import geomech as gm
     from geomech.models import CartesianPendulum
 
@@ -33,6 +33,11 @@ SCRIPT = textwrap.dedent(
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert bool(jnp.all(out.result == diffrax.RESULTS.successful))
     assert out.states.q.shape == (B, 4, 2)
+    # a NamedSharding of the batch axis: the same shard_map
+    named = NamedSharding(mesh, PartitionSpec("batch"))
+    out = gm.simulate(system, y0, 0.0, 1.0, sharding=named, **kw)
+    for a, b in zip(jax.tree.leaves(ref), jax.tree.leaves(out)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     # any other Sharding places the batch and lets XLA partition
     one = gm.simulate(system, y0, 0.0, 1.0, sharding=SingleDeviceSharding(jax.devices()[2]), **kw)
     np.testing.assert_array_equal(np.asarray(one.states.v), np.asarray(ref.states.v))
