@@ -38,6 +38,13 @@ SCRIPT = textwrap.dedent(
     out = gm.simulate(system, y0, 0.0, 1.0, sharding=named, **kw)
     for a, b in zip(jax.tree.leaves(ref), jax.tree.leaves(out)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # the batch split over both axes of a 2 x 2 mesh
+    grid = Mesh(np.array(jax.devices()).reshape(2, 2), ("a", "b"))
+    out = gm.simulate(
+        system, y0, 0.0, 1.0, sharding=NamedSharding(grid, PartitionSpec(("a", "b"))), **kw
+    )
+    for a, b in zip(jax.tree.leaves(ref), jax.tree.leaves(out)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     # any other Sharding places the batch and lets XLA partition
     one = gm.simulate(system, y0, 0.0, 1.0, sharding=SingleDeviceSharding(jax.devices()[2]), **kw)
     np.testing.assert_array_equal(np.asarray(one.states.v), np.asarray(ref.states.v))
