@@ -10,7 +10,6 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
-from jax.extend import core as jex
 from jaxtyping import Array, Float
 
 from . import _linalg as la
@@ -209,14 +208,21 @@ def _check_values(system: LagrangianSystem, state: State, t, M, M_cho, Q, F0, ph
     return eqx.branched_error_if(checked, ~jnp.all(ok), jnp.argmin(ok), messages)
 
 
-def _traced(fn, *args):
-    """`fn(*args)` traced once to a jaxpr: its outputs' structural nonzero patterns and a function
-    evaluating it (so user code is traced once for both)."""
-    closed, shape = jax.make_jaxpr(fn, return_shape=True)(*args)
+def _traced(jitted, owner, t, q, v, *static):
+    """`jitted(owner, t, q, v, *static)` (a nested `jit`) and its outputs' structural nonzero
+    patterns, from one trace: the patterns are read from the jaxpr of the first call, whose trace
+    the second call (the value) finds in the jit cache."""
+    closed, shape = jax.make_jaxpr(
+        lambda t, q, v: jitted(owner, t, q, v, *static), return_shape=True
+    )(t, q, v)
     tree = jax.tree_util.tree_structure(shape)
     patterns = jax.tree_util.tree_unflatten(tree, jaxpr_nonzero_pattern(closed))
-    evaluate = lambda *a: jax.tree_util.tree_unflatten(tree, jex.jaxpr_as_fun(closed)(*a))
-    return patterns, evaluate
+    return patterns, jitted(owner, t, q, v, *static)
+
+
+@eqx.filter_jit
+def _call(fn, t, q, v):
+    return fn(t, q, v)
 
 
 def _coloring(pattern) -> tuple[int, np.ndarray]:
@@ -231,9 +237,23 @@ def _coloring(pattern) -> tuple[int, np.ndarray]:
     return int(colors.max(initial=-1)) + 1, colors
 
 
-def _seeds(n_colors, colors) -> np.ndarray:
-    """The 0/1 seed vectors of a colouring, one row per colour."""
-    return (np.arange(n_colors)[:, None] == colors[None, :]).astype(float)
+def _seeds(colors: tuple[int, ...], dtype) -> Array:
+    """The 0/1 seed vectors of a colouring (each column's colour), one row per colour."""
+    colors = np.asarray(colors)
+    return jnp.asarray(np.arange(colors.max(initial=-1) + 1)[:, None] == colors[None, :], dtype)
+
+
+@eqx.filter_jit
+def _lagrangian_derivatives(system: LagrangianSystem, t, q, v, colors: tuple[int, ...]):
+    """$\\partial L/\\partial q$, $\\frac{d}{dt}|_v \\partial L/\\partial v$ and $M$ times the seeds of
+    the colouring `colors` of the columns of $M$ (the identity when every column has its own)."""
+    dL = jax.grad(system.L, argnums=(1, 2))
+    # d/dt|_v ∂L/∂v along (1, v) (the ∂_t and mixed terms of (2.10)): a JVP in (t, q) at fixed
+    # v, so that a second v-derivative that is not finite (L not twice differentiable in v)
+    # shows in M only, not in Q
+    (Lq, _), (_, mixed) = jax.jvp(lambda t_, q_: dL(t_, q_, v), (t, q), (jnp.ones_like(t), v))
+    along = lambda e: jax.jvp(lambda v_: dL(t, q, v_)[1], (v,), (e,))[1]
+    return Lq, mixed, jax.vmap(along)(_seeds(colors, v.dtype))  # ∂L/∂q, d/dt|_v ∂L/∂v, M·seeds
 
 
 def _mass_and_force(system: LagrangianSystem, t, q, v):
@@ -245,29 +265,25 @@ def _mass_and_force(system: LagrangianSystem, t, q, v):
     The directions are the $e_j$ when tracing; if the structural pattern of $M$ lets several
     columns share a direction (a diagonal $M$: one direction, $M\\mathbf 1$), $M$ is evaluated
     from those fewer directions instead (compressed Hessian)."""
-    dL = jax.grad(system.L, argnums=(1, 2))
     n = q.shape[0]
-
-    def derivatives(t, q, v, seeds):
-        # d/dt|_v ∂L/∂v along (1, v) (the ∂_t and mixed terms of (2.10)): a JVP in (t, q) at fixed
-        # v, so that a second v-derivative that is not finite (L not twice differentiable in v)
-        # shows in M only, not in Q
-        (Lq, _), (_, mixed) = jax.jvp(lambda t_, q_: dL(t_, q_, v), (t, q), (jnp.ones_like(t), v))
-        along = lambda e: jax.jvp(lambda v_: dL(t, q, v_)[1], (v,), (e,))[1]
-        return Lq, mixed, jax.vmap(along)(seeds)  # ∂L/∂q, d/dt|_v ∂L/∂v, M·seeds
-
-    identity = lambda t, q, v: derivatives(t, q, v, jnp.eye(n, dtype=v.dtype))
-    patterns, evaluate = _traced(identity, t, q, v)
+    patterns, (Lq, mixed, M) = _traced(_lagrangian_derivatives, system, t, q, v, tuple(range(n)))
     pattern = patterns[2]
     diagonal = not np.any(pattern & ~np.eye(n, dtype=bool))
     n_colors, colors = _coloring(pattern)
     if n_colors < n:
-        seeds = jnp.asarray(_seeds(n_colors, colors), v.dtype)
-        Lq, mixed, compressed = derivatives(t, q, v, seeds)
+        Lq, mixed, compressed = _lagrangian_derivatives(system, t, q, v, tuple(colors.tolist()))
         M = jnp.where(pattern, compressed[colors].T, 0.0)  # M_ij from the seed of j's colour
-    else:
-        Lq, mixed, M = evaluate(t, q, v)
     return M, Lq - mixed + system.external_force(t, q, v), diagonal
+
+
+@eqx.filter_jit
+def _constraint_derivatives(constraint, t, q, v, colors: tuple[int, ...]):
+    """$\\phi$, $b$ and the seeds of the colouring `colors` of the rows of $A$ times $A$."""
+    phi, lin = jax.linearize(constraint.residual, t, q, v)
+    b = -lin(jnp.ones_like(t), v, jnp.zeros_like(v))
+    lin_v = lambda dv: lin(jnp.zeros_like(t), jnp.zeros_like(q), dv)
+    (rows,) = jax.vmap(jax.linear_transpose(lin_v, v))(_seeds(colors, phi.dtype))
+    return phi, b, rows  # rows = seedsᵀ A
 
 
 def _constraint_stages(system: LagrangianSystem, t, q, v):
@@ -275,23 +291,14 @@ def _constraint_stages(system: LagrangianSystem, t, q, v):
     $b = -(\\partial\\phi/\\partial q\\, v + \\partial_t\\phi)$ (Lemma 1) from one linearization of
     $\\phi$, with $A$ by reverse passes of its transpose, and the structural nonzero pattern of
     $A$. Rows of $A$ with no column in common share one reverse pass (compressed Jacobian)."""
-
-    def derivatives(t, q, v, seeds=None):
-        phi, lin = jax.linearize(system.constraint.residual, t, q, v)
-        b = -lin(jnp.ones_like(t), v, jnp.zeros_like(v))
-        lin_v = lambda dv: lin(jnp.zeros_like(t), jnp.zeros_like(q), dv)
-        seeds = np.eye(phi.shape[0]) if seeds is None else seeds
-        (rows,) = jax.vmap(jax.linear_transpose(lin_v, v))(jnp.asarray(seeds, phi.dtype))
-        return phi, b, rows  # rows = seedsᵀ A
-
-    patterns, evaluate = _traced(derivatives, t, q, v)
+    constraint = system.constraint
+    k = jax.eval_shape(constraint.residual, t, q, v).shape[0]
+    patterns, (phi, b, A) = _traced(_constraint_derivatives, constraint, t, q, v, tuple(range(k)))
     pattern = patterns[2]
     n_colors, colors = _coloring(pattern.T)
-    if n_colors < pattern.shape[0]:
-        phi, b, compressed = derivatives(t, q, v, _seeds(n_colors, colors))
+    if n_colors < k:
+        phi, b, compressed = _constraint_derivatives(constraint, t, q, v, tuple(colors.tolist()))
         A = jnp.where(pattern, compressed[colors], 0.0)  # A_il from the seed of row i's colour
-    else:
-        phi, b, A = evaluate(t, q, v)
     return phi, A, b, pattern
 
 
@@ -323,8 +330,14 @@ def assemble(system: LagrangianSystem, state: State, t: RealScalarLike = 0.0, *,
     """
     check_system(system)
     system.check_shapes(state, t)
+    return _assemble(system, state, jnp.asarray(t, state.q.dtype), checks)
+
+
+@eqx.filter_jit
+def _assemble(system: LagrangianSystem, state: State, t, checks: bool) -> Stages:
+    # a nested jit: every evaluation of the stages in one program (the integrator's stages, the
+    # initial step, the precondition checks of `simulate`) reuses one trace
     q, v = state.q, state.v
-    t = jnp.asarray(t, q.dtype)
     M, Q, diagonal = _mass_and_force(system, t, q, v)
     M_cho = jnp.diag(jnp.sqrt(jnp.diagonal(M))) if diagonal else la.cholesky(M)
     F0 = system.known_work_force(t, q, v)
@@ -347,8 +360,7 @@ def assemble(system: LagrangianSystem, state: State, t: RealScalarLike = 0.0, *,
     else:
         annihilator = system.work_space.annihilator_matrix
         if diagonal:
-            C_pattern, evaluate = _traced(annihilator, t, q, v)
-            C = evaluate(t, q, v)
+            C_pattern, C = _traced(_call, annihilator, t, q, v)
             gram = _gram_entries(A_pattern, C_pattern)
         else:
             C = annihilator(t, q, v)

@@ -310,8 +310,9 @@ def test_column_coloring_is_valid_and_as_small_as_known(pattern, colors):
     for c in range(n_colors):
         cols = pattern[:, got == c]
         assert np.all(cols.sum(axis=1) <= 1), (c, cols)
-    seeds = _seeds(n_colors, got)  # one 0/1 row per colour, every column in exactly one
-    np.testing.assert_array_equal(seeds.sum(axis=0), np.ones(pattern.shape[1]))
+    seeds = np.asarray(_seeds(tuple(got.tolist()), float))  # a 0/1 row per colour
+    assert seeds.shape == (n_colors, pattern.shape[1])
+    np.testing.assert_array_equal(seeds.sum(axis=0), np.ones(pattern.shape[1]))  # each column once
 
 
 def _detected(L, n=3, constraint=None):
