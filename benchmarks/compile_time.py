@@ -3,6 +3,7 @@
     python benchmarks/compile_time.py                 # rolling disk and the bicycle (bicycle.py)
     python benchmarks/compile_time.py --quick         # rolling disk, first simulate only
     python benchmarks/compile_time.py --no-cache-effect
+    python benchmarks/compile_time.py --xla-flags=--xla_cpu_use_fusion_emitters=false
 
 Every model is measured in a fresh Python process (this script started again with `--worker`), so
 that "first call" means what it means in a new notebook. In that process, in order:
@@ -132,7 +133,10 @@ def run_worker(model, args, only=None, cache_dir=None):
         cmd += ["--only", only]
     if cache_dir:
         cmd += ["--cache-dir", cache_dir]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    env = dict(os.environ)
+    if args.xla_flags:  # e.g. --xla_cpu_use_fusion_emitters=false (docs/performance.md)
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + args.xla_flags).strip()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
     if proc.returncode != 0:
         return {"error": proc.stderr[-3000:]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -150,6 +154,11 @@ def main(argv=None):
     p.add_argument("--t1", type=float, default=None, help="end time of the simulations (10)")
     p.add_argument("--cache-effect", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per worker process")
+    p.add_argument(
+        "--xla-flags",
+        default="",
+        help="XLA_FLAGS for the worker processes, e.g. --xla-flags=--xla_cpu_use_fusion_emitters=false",
+    )
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--only", default=None, help=argparse.SUPPRESS)
     p.add_argument("--cache-dir", default=None, help=argparse.SUPPRESS)
@@ -169,6 +178,7 @@ def main(argv=None):
             "saveat t0 and t1",
             "device": args.device,
             "quick": args.quick,
+            "xla_flags": args.xla_flags,
         },
         "models": {},
     }

@@ -57,6 +57,10 @@ class Stages(eqx.Module):
     # (A M⁻¹ Cᵀ)_ij = Σ_l A_il C_jl / M_ll that are not structurally zero (None: use dense products)
     mass_diagonal: bool = eqx.field(static=True, default=False)
     gram_entries: tuple | None = eqx.field(static=True, default=None)
+    # the structurally nonzero entries of each row of A and of each column of C (`_ell`), so that
+    # the products A u and Cᵀ z skip the zeros (None: dense products)
+    A_rows: tuple | None = eqx.field(static=True, default=None)
+    C_cols: tuple | None = eqx.field(static=True, default=None)
     # whether the value conditions were checked (`assemble(checks=True)`); solvers with conditions
     # of their own check them likewise, or give NaN (reported per trajectory by `simulate`)
     checked: bool = eqx.field(static=True, default=True)
@@ -85,6 +89,20 @@ class Stages(eqx.Module):
         terms = self.A[i, l] * self.C[j, l] / jnp.diagonal(self.M)[l]
         return jnp.zeros((self.k, self.k), self.M.dtype).at[i, j].add(terms)
 
+    def A_times(self, u: Float[Array, "n ..."]) -> Float[Array, "k ..."]:
+        """$A u$, from the nonzero entries of each row when $A$ is sparse."""
+        if self.A_rows is None:
+            return self.A @ u
+        idx, mask = (np.asarray(x) for x in self.A_rows)
+        return _ell_sum(jnp.where(mask, self.A[np.arange(self.k)[:, None], idx], 0.0), idx, u)
+
+    def C_transpose_times(self, z: Float[Array, "k ..."]) -> Float[Array, "n ..."]:
+        """$C^\\top z$, from the nonzero entries of each column when $C$ is sparse."""
+        if self.C_cols is None:
+            return self.C.T @ z
+        idx, mask = (np.asarray(x) for x in self.C_cols)
+        return _ell_sum(jnp.where(mask, self.C[idx, np.arange(self.n)[:, None]], 0.0), idx, z)
+
     @property
     def a_U(self) -> Float[Array, " n"]:
         """Acceleration of $X_U$ (2.9)."""
@@ -106,16 +124,16 @@ class Stages(eqx.Module):
         """$M^{-1}C^\\top(AM^{-1}C^\\top)^{-1} y$, the common factor of (3.20) and (3.32)."""
         S = self.schur()  # invertible by (3.19); symmetric positive definite when W = D
         z = la.spd_solve(S, la.cholesky(S), y) if self.ideal else jnp.linalg.solve(S, y)
-        return self.solve_M(self.C.T @ z)
+        return self.solve_M(self.C_transpose_times(z))
 
     def project_Wperp(self, u: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
         """$\\Pi_{\\mathcal{W}^\\perp} u = M^{-1}C^\\top(AM^{-1}C^\\top)^{-1}A u$ (3.20)."""
-        return self._Wperp_from(self.A @ u)
+        return self._Wperp_from(self.A_times(u))
 
     def project_Wperp_residual(self, a: Float[Array, " n"]) -> Float[Array, " n"]:
         """$\\Pi_{\\mathcal{W}^\\perp}(a - a_0) = M^{-1}C^\\top(AM^{-1}C^\\top)^{-1}(A a - b)$ for any
         $X_0 \\in \\mathcal{S}(\\mathcal{C})$ (Lemma 1: $A a_0 = b$), without computing $a_0$."""
-        return self._Wperp_from(self.A @ a - self.b)
+        return self._Wperp_from(self.A_times(a) - self.b)
 
     def project_D(self, u: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
         """$\\Pi_{\\mathcal{D}} u = u - \\Pi_{\\mathcal{W}^\\perp} u$ (3.20)."""
@@ -172,6 +190,28 @@ class Stages(eqx.Module):
         K = jnp.block([[H, -P.T], [self.A, jnp.zeros((k, k), H.dtype)]])
         x = jnp.linalg.solve(K, jnp.concatenate([r, self.b]))
         return x[:n], x[n:]
+
+
+def _ell(pattern: np.ndarray) -> tuple | None:
+    """For each row of a structural nonzero `pattern`, the columns of its nonzeros, padded to the
+    longest row (`(indices, mask)`, nested tuples), or None when a row is more than half full
+    (then a dense product is as cheap)."""
+    counts = pattern.sum(axis=1)
+    width = int(counts.max(initial=0))
+    if 2 * width > pattern.shape[1]:
+        return None
+    idx = np.zeros((pattern.shape[0], width), np.intp)
+    for i, row in enumerate(pattern):
+        cols = np.flatnonzero(row)
+        idx[i, : cols.size] = cols
+    mask = np.arange(width)[None, :] < counts[:, None]
+    return tuple(map(tuple, idx.tolist())), tuple(map(tuple, mask.tolist()))
+
+
+def _ell_sum(values: Array, idx: np.ndarray, u: Array) -> Array:
+    """$\\sum_p$ `values[i, p] u[idx[i, p]]`: a sparse matrix (rows of `_ell`) times `u` (n, ...)."""
+    values = values.reshape(values.shape + (1,) * (u.ndim - 1))
+    return jnp.sum(values * u[idx], axis=1)
 
 
 def _check_values(system: LagrangianSystem, state: State, t, M, M_cho, Q, F0, phi, A, b, C):
@@ -354,16 +394,11 @@ def _assemble(system: LagrangianSystem, state: State, t, checks: bool) -> Stages
     ideal = system.work_space is None
     gram = None
     if ideal:
-        C = A
-        if diagonal:
-            gram = _gram_entries(A_pattern, A_pattern)
+        C, C_pattern = A, A_pattern
     else:
-        annihilator = system.work_space.annihilator_matrix
-        if diagonal:
-            C_pattern, C = _traced(_call, annihilator, t, q, v)
-            gram = _gram_entries(A_pattern, C_pattern)
-        else:
-            C = annihilator(t, q, v)
+        C_pattern, C = _traced(_call, system.work_space.annihilator_matrix, t, q, v)
+    if diagonal:
+        gram = _gram_entries(A_pattern, C_pattern)
     if checks:
         M, M_cho, Q, F0, A, b, C = _check_values(
             system, state, t, M, M_cho, Q, F0, phi_value, A, b, C
@@ -373,4 +408,5 @@ def _assemble(system: LagrangianSystem, state: State, t, checks: bool) -> Stages
     return Stages(
         system=system, state=state, t=t, M=M, M_cho=M_cho, Q=Q, F0=F0, phi=phi_value, A=A, b=b, C=C,
         ideal=ideal, mass_diagonal=diagonal, gram_entries=gram, checked=checks,
+        A_rows=_ell(A_pattern), C_cols=_ell(C_pattern.T),
     )

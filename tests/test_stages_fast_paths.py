@@ -288,6 +288,25 @@ def test_fast_paths_match_plain_formulas(name):
             assert err <= tol * float(jnp.linalg.norm(plain)), (name, key, err)
 
 
+@pytest.mark.parametrize("name", ["chain", "diag_generalized_shifted"])
+def test_sparse_products_match_dense(name):
+    """$A u$ and $C^\\top z$ from the nonzeros of each row of $A$ and column of $C$ (`A_rows`,
+    `C_cols`: what the projection (3.20) uses) equal the dense products, for vectors and matrices
+    (the projector $\\Pi_D$ applies them to the identity)."""
+    system, state, t = SYSTEMS[name][0]()
+    st = gm.assemble(system, state, t, checks=False)
+    assert st.A_rows is not None  # the sparse path is the one tested
+    # columns of C: at most 2 of k = 5 nonzero for the chain, up to 2 of k = 3 (dense enough) when shifted
+    assert (st.C_cols is not None) == (name == "chain")
+    keys = jax.random.split(jax.random.PRNGKey(3), 4)
+    for u in (jax.random.normal(keys[0], (st.n,)), jax.random.normal(keys[1], (st.n, 3))):
+        np.testing.assert_allclose(st.A_times(u), st.A @ u, rtol=1e-13, atol=1e-13)
+    for z in (jax.random.normal(keys[2], (st.k,)), jax.random.normal(keys[3], (st.k, 2))):
+        np.testing.assert_allclose(st.C_transpose_times(z), st.C.T @ z, rtol=1e-13, atol=1e-13)
+    P = st.A @ st.Pi_Wperp  # Π_W⊥ through the sparse products: A Π_W⊥ = A (3.20)
+    np.testing.assert_allclose(P, st.A, rtol=1e-11, atol=1e-11 * float(jnp.abs(st.A).max()))
+
+
 # -- structure detection --------------------------------------------------------------------------
 
 
