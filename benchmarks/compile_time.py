@@ -74,6 +74,48 @@ def build(model):
     raise ValueError(f"unknown model {model!r}; choose from {MODELS}")
 
 
+def floor_acceleration(system, q, v):
+    """Plain JAX, no geomech stages: $M^{-1}(\\partial L/\\partial q - (\\partial^2 L/\\partial v
+    \\partial q) v)$ (2.10) of the user's Lagrangian `system.lagrangian(q, v)` (unconstrained)."""
+    L = lambda q_, v_: system.lagrangian(q_, v_)
+    Lv = jax.grad(L, 1)
+    M = jax.jacfwd(Lv, 1)(q, v)
+    mixed = jax.jvp(lambda q_: Lv(q_, v), (q,), (v,))[1]
+    return jnp.linalg.solve(M, jax.grad(L, 0)(q, v) - mixed)
+
+
+def floor(system, s0, t1, jacfwd):
+    """The same first calls for plain JAX + diffrax on the model's Lagrangian alone: the
+    unconstrained Euler–Lagrange right-hand side `floor_acceleration`, no constraints, no checks,
+    no geomech. Any JAX program that integrates this Lagrangian contains at least this, so its
+    compile time is a floor for geomech's (which adds constraints, projections, per-trajectory
+    checks and diagnostics)."""
+    acc = floor_acceleration
+
+    def sim(system, q, v):
+        f = lambda t, y, args: (y[1], acc(system, *y))
+        return diffrax.diffeqsolve(
+            diffrax.ODETerm(f), diffrax.Tsit5(), 0.0, t1, None, (q, v), max_steps=100_000,
+            stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-8),
+        ).ys
+
+    def jac(system, q, v):
+        n = q.shape[0]
+        return jax.jacfwd(lambda x: acc(system, x[:n], x[n:]))(jnp.concatenate([q, v]))
+
+    res = {}
+    res["floor_first_acceleration_s"], _ = _common.timed(eqx.filter_jit(acc), system, s0.q, s0.v)
+    programs = [("simulate", sim)] + ([("jacfwd", jac)] if jacfwd else [])
+    for name, fn in programs:
+        t = time.perf_counter()
+        lowered = eqx.filter_jit(fn).lower(system, s0.q, s0.v)
+        res[f"floor_{name}_trace_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        lowered.compile()
+        res[f"floor_{name}_compile_s"] = time.perf_counter() - t
+    return res
+
+
 def worker(model, t1, only, cache_dir):
     if cache_dir:
         jax.config.update("jax_compilation_cache_dir", cache_dir)
@@ -84,6 +126,9 @@ def worker(model, t1, only, cache_dir):
     res["build_s"] = time.perf_counter() - t
     res.update(info)
     res["state_s"], s0 = _common.timed(make_state, system)
+    if only in ("floor", "floor_jacfwd"):
+        res.update(floor(system, s0, t1, jacfwd=only == "floor_jacfwd"))
+        return res
     saveat = diffrax.SaveAt(t0=True, t1=True)
     simulate = lambda system, s: gm.simulate(system, s, 0.0, t1, saveat=saveat)
     if only == "simulate":
@@ -159,6 +204,13 @@ def main(argv=None):
         default="",
         help="XLA_FLAGS for the worker processes, e.g. --xla-flags=--xla_cpu_use_fusion_emitters=false",
     )
+    p.add_argument(
+        "--floor",
+        choices=("none", "simulate", "jacfwd"),
+        default="simulate",
+        help="also time plain JAX + diffrax on each Lagrangian alone, in another fresh process "
+        "(the floor of any JAX program integrating it): its simulate, or also its jacfwd (slow)",
+    )
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--only", default=None, help=argparse.SUPPRESS)
     p.add_argument("--cache-dir", default=None, help=argparse.SUPPRESS)
@@ -179,6 +231,8 @@ def main(argv=None):
             "device": args.device,
             "quick": args.quick,
             "xla_flags": args.xla_flags,
+            "floor": "plain JAX + diffrax, unconstrained Euler-Lagrange RHS of the same L (2.10), "
+            "jnp.linalg.solve, Tsit5, PIDController(1e-8, 1e-8)",
         },
         "models": {},
     }
@@ -192,6 +246,10 @@ def main(argv=None):
                 "cold_first_simulate_s": cold.get("first_simulate_s"),
                 "warm_first_simulate_s": warm.get("first_simulate_s"),
             }
+        if args.floor != "none" and not args.quick and "error" not in res:
+            only = "floor_jacfwd" if args.floor == "jacfwd" else "floor"
+            floor_res = run_worker(model, args, only)
+            res["floor"] = {k: v for k, v in floor_res.items() if k.startswith("floor_") or k == "error"}
         out["models"][model] = res
         print(f"[bench] {model} done", file=sys.stderr, flush=True)
     return _common.finish(out)

@@ -255,21 +255,57 @@ def simulate(
     # the indices of trajectories that fail a precondition can be named only with concrete values
     # held by this process (not under the caller's jit, not a batch spread over several processes)
     traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((system, y0)))
-    on_host = throw and not traced and jax.process_count() == 1
-    sol = _simulate(
-        system, y0, t0, t1, solver, stabilization, options, batched=batched,
+    on_host = not traced and jax.process_count() == 1
+    run = lambda given: _simulate(
+        system, y0, t0, t1, solver, stabilization, options, given, batched=batched,
         throw_in_jit=throw and not on_host,
     )
-    if on_host:
+    if not on_host:
+        return run(None)
+    sol = _run_checking_acceleration_lazily(run, system, solver, y0, t0, batched=batched)
+    if throw:
         raise_failures(sol.failure)
+    return sol
+
+
+def _run_checking_acceleration_lazily(run, system, solver, y0, t0, *, batched: bool) -> Solution:
+    """`run(given)` with every precondition checked in the program but the costliest, a finite
+    $a_R$ at `y0` (it needs $Q$, the largest derivative program: a full copy of the right-hand
+    side beside the integrator's, about a third of the compile time of a large Lagrangian). A
+    trajectory failing it is caught by the integrator, which stops it at `t0` (non-finite), or
+    raises with `throw`; only then are the full preconditions computed (a separate program,
+    `_initial_failures`) and, if any trajectory fails them, the batch is run again (the same
+    compiled program) with those trajectories given as failed: not integrated, flagged, and the
+    others as if they ran alone. The result is the same as with the full check in the program."""
+    shape = jnp.shape(y0.q)[:-1]
+    none = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, shape), Failure.none)
+    try:
+        sol, error = run(none), None
+        suspect = np.any(np.asarray(
+            (sol.result == diffrax.RESULTS.nonfinite) & (sol.failure == Failure.none)
+        ))
+    except eqx.EquinoxRuntimeError as e:
+        sol, error, suspect = None, e, True
+    if suspect:
+        failure = _initial_failures(system, solver, y0, t0, batched=batched)
+        if np.any(np.asarray(failure != Failure.none)):
+            return run(failure)
+    if error is not None:
+        raise error
     return sol
 
 
 @eqx.filter_jit
 def _simulate(
-    system, y0, t0, t1, solver, stabilization, options, *, batched, throw_in_jit
+    system, y0, t0, t1, solver, stabilization, options, given, *, batched, throw_in_jit
 ) -> Solution:
-    failure = initial_failures(system, solver, y0, t0, batched=batched)
+    # `given`: the full preconditions of each trajectory computed beforehand (then the program
+    # checks all but a finite a_R itself, see `_run_checking_acceleration_lazily`), or None
+    # (then all of them are checked here)
+    failure = initial_failures(system, solver, y0, t0, batched=batched, acceleration=given is None)
+    if given is not None:
+        failed = given != Failure.none
+        failure = jax.tree_util.tree_map(lambda a, b: jnp.where(failed, a, b), given, failure)
     if throw_in_jit:
         failure = throw_failures_in_jit(failure, "simulate")
     rhs = ConstrainedField(system, solver, stabilization)
@@ -291,10 +327,12 @@ def throw_failures_in_jit(failure: Failure, name: str) -> Failure:
     return failure
 
 
-def initial_failure(system: LagrangianSystem, solver: AbstractSolver, state: State, t) -> Failure:
+def initial_failure(
+    system: LagrangianSystem, solver: AbstractSolver, state: State, t, *, acceleration: bool = True
+) -> Failure:
     """The first precondition of `simulate` that `state` fails (`gm.validate`'s checks: finite,
-    on $\\mathcal{C}$, regular $M$ (2.6), (3.7), a work space of full rank, (3.19), a finite
-    $a_R$), or `Failure.none`."""
+    on $\\mathcal{C}$, regular $M$ (2.6), (3.7), a work space of full rank, (3.19), and with
+    `acceleration` a finite $a_R$), or `Failure.none`."""
     stages = assemble(system, state, t, checks=False)
     ok = [
         (all_finite(state), Failure.nonfinite_state),
@@ -309,17 +347,25 @@ def initial_failure(system: LagrangianSystem, solver: AbstractSolver, state: Sta
         ok.append(
             (holds(condition_3_19_margin(stages.A, stages.C, stages.M_cho)), Failure.condition_3_19)
         )
-    ok.append((all_finite(constrained_acceleration(stages, solver)), Failure.nonfinite_acceleration))
+    if acceleration:
+        a_R = constrained_acceleration(stages, solver)
+        ok.append((all_finite(a_R), Failure.nonfinite_acceleration))
     failure = Failure.none
     for holds_, item in reversed(ok):  # the first failed condition wins
         failure = Failure.where(holds_, failure, item)
     return failure
 
 
-def initial_failures(system: LagrangianSystem, solver: AbstractSolver, y0: State, t0, *, batched: bool) -> Failure:
+def initial_failures(
+    system: LagrangianSystem, solver: AbstractSolver, y0: State, t0, *, batched: bool,
+    acceleration: bool = True,
+) -> Failure:
     """`initial_failure` of each initial state (`()` or `(B,)`)."""
-    check = lambda s: initial_failure(system, solver, s, t0)
+    check = lambda s: initial_failure(system, solver, s, t0, acceleration=acceleration)
     return jax.vmap(check)(y0) if batched else check(y0)
+
+
+_initial_failures = eqx.filter_jit(initial_failures)
 
 
 def raise_failures(failure: Failure, name: str = "simulate") -> None:

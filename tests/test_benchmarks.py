@@ -115,3 +115,24 @@ def test_adjoints_quick():
     assert chain["N"] == 2 and chain["steps"] > 1
     assert chain["all_steps_grad_rel_diff"] <= 1e-10
     assert chain["backsolve_grad_rel_diff"] <= 1e-4
+
+
+def test_compile_floor_integrates_the_unconstrained_dynamics():
+    """The compile-time floor of `compile_time.py` is plain JAX's Euler–Lagrange acceleration
+    (2.10) of the same Lagrangian: it agrees with `gm.unconstrained_acceleration` (so the floor
+    times a program that computes what geomech computes, less the constraints), and it runs."""
+    import geomech as gm
+
+    ct = _load("compile_time")
+    disk = gm.models.RollingDisk()
+    system, s = disk.system(), disk.initial_state()
+    np.testing.assert_allclose(
+        ct.floor_acceleration(system, s.q, s.v),
+        gm.unconstrained_acceleration(system, s),
+        rtol=1e-12,
+        atol=1e-12,
+    )
+    res = ct.floor(system, s, 0.1, jacfwd=False)
+    assert set(res) == {
+        "floor_first_acceleration_s", "floor_simulate_trace_s", "floor_simulate_compile_s"
+    }

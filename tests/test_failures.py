@@ -110,13 +110,58 @@ def test_failing_member_is_flagged_and_the_others_are_untouched(name):
     assert solo.failure == expected and solo.result == diffrax.RESULTS.singular
 
 
-@pytest.mark.parametrize("name", ["off_constraint", "mass_matrix"])
+@pytest.mark.parametrize("name", ["off_constraint", "mass_matrix", "nonfinite_acceleration"])
 def test_throw_names_the_failing_indices_and_the_condition(name):
     system, states, solver = CASES[name]()
     message = gm.Failure[getattr(gm.Failure, name)]
     with pytest.raises(ValueError, match=r"trajectories \[2\] \(1 of 3\)") as info:
         gm.simulate(system, states, 0.0, 0.5, solver=solver, **KW)
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["nonfinite_acceleration", "not_invariant", "mass_matrix"])
+def test_host_and_traced_runs_agree(name):
+    """Outside jit the finiteness of a_R is checked lazily (only after the integrator stopped a
+    trajectory at its start); under jit it is checked in the program. Same flags, same results."""
+    system, states, solver = CASES[name]()
+    run = lambda y: gm.simulate(system, y, 0.0, 0.5, solver=solver, throw=False, **KW)
+    host, traced = run(states), jax.jit(run)(states)
+    expected = getattr(gm.Failure, EXPECTED.get(name, name))
+    np.testing.assert_array_equal(traced.failure == expected, [False, False, True])
+    np.testing.assert_array_equal(host.failure == traced.failure, [True] * 3)
+    np.testing.assert_array_equal(host.result == traced.result, [True] * 3)
+    for field in ("ts", "energy", "t_final"):
+        np.testing.assert_array_equal(getattr(host, field), getattr(traced, field), err_msg=field)
+    np.testing.assert_array_equal(host.states.q, traced.states.q)
+
+
+def test_full_preconditions_are_computed_only_when_a_trajectory_stops_at_its_start(monkeypatch):
+    """The program of a host call leaves out the check of a finite a_R (a second copy of Q, the
+    largest derivative program); the separate full check runs only when the integrator stopped
+    a trajectory as non-finite, and the batch is run again only if that check flags one."""
+    import geomech._integrate as integrate_module
+
+    calls = []
+    full = integrate_module._initial_failures
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return full(*args, **kwargs)
+
+    monkeypatch.setattr(integrate_module, "_initial_failures", spy)
+    system, states, solver = CASES["nonfinite_acceleration"]()
+    good = jax.tree_util.tree_map(lambda x: x[:2], states)
+    assert np.all(gm.simulate(system, good, 0.0, 0.5, **KW).result == diffrax.RESULTS.successful)
+    assert calls == []
+    sol = gm.simulate(system, states, 0.0, 0.5, throw=False, **KW)
+    assert len(calls) == 1
+    np.testing.assert_array_equal(sol.failure == gm.Failure.nonfinite_acceleration, [0, 0, 1])
+    # a trajectory that becomes singular later is no failed precondition: checked, not re-run
+    singular_later = _plane(force=lambda q, v: jnp.stack([jnp.sqrt(0.2 - q[1]), 0.0]))  # NaN past y = 0.2
+    y0 = _states([[0.0, 0.0]], [[0.0, 1.0]])
+    later = gm.simulate(singular_later, y0, 0.0, 0.5, throw=False, **KW)
+    assert len(calls) == 2 and np.all(later.failure == gm.Failure.none)
+    assert np.all(later.result == diffrax.RESULTS.nonfinite) and 0.15 < later.t_final[0] < 0.25
 
 
 def test_throw_under_jit_names_the_condition():
