@@ -4,6 +4,7 @@
     python benchmarks/compile_time.py --quick         # rolling disk, first simulate only
     python benchmarks/compile_time.py --no-cache-effect
     python benchmarks/compile_time.py --xla-flags=--xla_cpu_use_fusion_emitters=false
+    python benchmarks/compile_time.py --floor jacfwd     # also plain JAX's jacfwd (5 min, bicycle)
 
 Every model is measured in a fresh Python process (this script started again with `--worker`), so
 that "first call" means what it means in a new notebook. In that process, in order:
@@ -15,11 +16,17 @@ that "first call" means what it means in a new notebook. In that process, in ord
 - `first_simulate_s`: the first `gm.simulate(system, s0, 0, t1)` (the issue's "first simulate
   call, compile included"), then `simulate_run_s`, a second identical call;
 - after `jax.clear_caches()`: `simulate_trace_s` and `simulate_compile_s`, the two halves of
-  `eqx.filter_jit(simulate).lower(system, s0)` and `.compile()`;
+  `eqx.filter_jit(simulate).lower(system, s0)` and `.compile()` (under a `jit`, so with every
+  precondition check in the program: larger than the program of a plain first call, which
+  checks a finite $a_R$ only if the integrator stopped a trajectory at its start);
 - after `jax.clear_caches()`: `first_jacfwd_s`, the first `jax.jacfwd` of
   $x = (q, v) \\mapsto$ `gm.acceleration(system, State(q, v))` (the linearization a user
   writes), and after another clear `jacfwd_trace_s`/`jacfwd_compile_s` of
   `jax.jit(jax.jacfwd(...))`.
+
+With `--floor simulate` (default) or `--floor jacfwd`, another fresh process times the same first
+calls for plain JAX + diffrax on the model's Lagrangian alone (`floor`: no constraints, no
+checks, no geomech), the floor of any JAX program that integrates it.
 
 With `--cache-effect` (default on) the first `simulate` call is also timed in two more fresh
 processes sharing a new persistent compilation cache directory (`jax_compilation_cache_dir`,
