@@ -23,57 +23,113 @@ import numpy as np
 from jax.extend import core as jex
 
 # -- rules ---------------------------------------------------------------------------------------
-# A rule gets (masks, values, eqn) where masks[i] is the boolean mask of input i and values[i] is
-# its exact numpy value if it is known (computed from constants only), else None; it returns the
-# masks of the outputs (a list).
+# Two registries keyed by the JAX primitive's name (`tests/test_stages_fast_paths.py` pins every
+# name to a primitive of the installed JAX):
+# - `_MOVES[name](params, arrays)`: primitives that move entries without arithmetic, applied alike
+#   to masks and to known values;
+# - `_RULES[name](eqn, masks, values)`: everything else, on masks, where `values[i]` is the exact
+#   numpy value of input i when it is known (computed from constants alone), else None.
+# Both return the list of outputs. A primitive in neither makes all its outputs maybe nonzero.
 
-_ZERO_AT_ZERO = {  # f(0) = 0: an elementwise f keeps the zeros of its argument
-    "neg",
-    "sin",
-    "tan",
-    "tanh",
-    "sinh",
-    "asin",
-    "atan",
-    "asinh",
-    "atanh",
-    "sqrt",
-    "cbrt",
-    "expm1",
-    "log1p",
-    "abs",
-    "sign",
-    "erf",
-    "erf_inv",
-    "floor",
-    "ceil",
-    "round",
-    "real",
-    "imag",
-    "conj",
-    "square",
-    "convert_element_type",
-    "copy",
-    "copy_p",
-    "reduce_precision",
-    "sharding_constraint",
-    "mesh_cast",
-    "stop_gradient",
-    "optimization_barrier",
-}
-_ANY_ZERO = {"mul", "and"}  # zero where any operand is zero
-_ALL_ZERO = {"add", "add_any", "sub", "max", "min", "or", "xor", "select_and_scatter_add"}
+_MOVES: dict[str, Callable] = {}
+_RULES: dict[str, Callable] = {}
+
+
+def _register(registry: dict, *names: str):
+    def add(rule):
+        for name in names:
+            registry[name] = rule
+        return rule
+
+    return add
 
 
 def _ones(eqn):
     return [np.ones(v.aval.shape, bool) for v in eqn.outvars]
 
 
-def _broadcast_in_dim(x, shape, broadcast_dimensions, **_):
+@_register(_MOVES, "broadcast_in_dim")
+def _broadcast_in_dim(p, arrays):
+    x, shape = arrays[0], p["shape"]
     s = [1] * len(shape)
-    for i, d in enumerate(broadcast_dimensions):
+    for i, d in enumerate(p["broadcast_dimensions"]):
         s[d] = x.shape[i]
-    return np.broadcast_to(x.reshape(s), shape)
+    return [np.broadcast_to(x.reshape(s), shape)]
+
+
+@_register(_MOVES, "reshape")
+def _reshape(p, arrays):
+    x = arrays[0]
+    if p.get("dimensions") is not None:
+        x = np.transpose(x, p["dimensions"])
+    return [np.reshape(x, p["new_sizes"])]
+
+
+@_register(_MOVES, "slice")
+def _slice(p, arrays):
+    x = arrays[0]
+    strides = p["strides"] or (1,) * x.ndim
+    idx = zip(p["start_indices"], p["limit_indices"], strides, strict=True)
+    return [x[tuple(slice(s, l, st) for s, l, st in idx)]]
+
+
+_MOVES.update(
+    squeeze=lambda p, a: [np.squeeze(a[0], axis=tuple(p["dimensions"]))],
+    transpose=lambda p, a: [np.transpose(a[0], p["permutation"])],
+    concatenate=lambda p, a: [np.concatenate(a, axis=p["dimension"])],
+    split=lambda p, a: list(np.split(a[0], np.cumsum(p["sizes"])[:-1], axis=p["axis"])),
+    stack=lambda p, a: [np.stack(a, axis=p["axis"])],
+    unstack=lambda p, a: [np.take(a[0], i, axis=p["axis"]) for i in range(a[0].shape[p["axis"]])],
+    rev=lambda p, a: [np.flip(a[0], tuple(p["dimensions"]))],
+    copy=lambda p, a: [a[0]],
+    sharding_constraint=lambda p, a: [a[0]],
+    reduce_precision=lambda p, a: [a[0]],
+    optimization_barrier=lambda p, a: list(a),
+)
+
+_register(_RULES, *_MOVES)(lambda eqn, masks, values: _MOVES[eqn.primitive.name](eqn.params, masks))
+
+# f(0) = 0: an elementwise f keeps the zeros of its argument
+_register(
+    _RULES,
+    *("neg", "sin", "tan", "tanh", "sinh", "asin", "atan", "asinh", "atanh", "sqrt", "cbrt"),
+    *("expm1", "log1p", "abs", "sign", "erf", "erf_inv", "floor", "ceil", "round", "real"),
+    *("imag", "conj", "square", "convert_element_type", "stop_gradient"),
+)(lambda eqn, masks, values: [masks[0]])
+
+
+@_register(_RULES, "mul", "and")
+def _any_zero(eqn, masks, values):  # zero where any operand is zero
+    return [np.logical_and.reduce(np.broadcast_arrays(*masks))]
+
+
+@_register(_RULES, "add", "add_any", "sub", "max", "min", "or", "xor", "select_and_scatter_add")
+def _all_zero(eqn, masks, values):  # zero where every operand is zero
+    return [np.logical_or.reduce(np.broadcast_arrays(*masks))]
+
+
+@_register(_RULES, "div", "rem")
+def _div(eqn, masks, values):  # x / y is zero where x is, unless y is (then it is NaN or inf)
+    return [masks[0] | ~masks[1]]
+
+
+@_register(_RULES, "integer_pow")
+def _integer_pow(eqn, masks, values):
+    return [masks[0]] if eqn.params["y"] > 0 else _ones(eqn)
+
+
+@_register(_RULES, "pow")
+def _pow(eqn, masks, values):
+    y = values[1]
+    if y is not None and np.all(y > 0):
+        return [np.broadcast_to(masks[0], eqn.outvars[0].aval.shape)]
+    return _ones(eqn)
+
+
+@_register(_RULES, "pad")
+def _pad_rule(eqn, masks, values):
+    padval = True if values[1] is None else bool(values[1] != 0)
+    return [_pad(masks[0], padval, eqn.params["padding_config"])]
 
 
 def _pad(x, padval, padding_config):
@@ -96,6 +152,15 @@ def _pad(x, padval, padding_config):
     return x
 
 
+@_register(_RULES, "select_n")
+def _select_n(eqn, masks, values):  # the case a known predicate picks, else any of them
+    shape = eqn.outvars[0].aval.shape
+    cases = [np.broadcast_to(m, shape) for m in masks[1:]]
+    if values[0] is not None:
+        return [np.choose(np.broadcast_to(np.asarray(values[0], int), shape), cases)]
+    return [np.logical_or.reduce(cases)]
+
+
 def _dot_general(x, y, dimension_numbers):
     """`lax.dot_general` in numpy (a sum of products; booleans: any over the contraction)."""
     (lc, rc), (lb, rb) = dimension_numbers
@@ -115,11 +180,29 @@ def _dot_general(x, y, dimension_numbers):
     return out.reshape(shape)
 
 
-def _cumulative(x, axis, reverse, op):
-    if reverse:
-        x = np.flip(x, axis)
-    y = op.accumulate(x, axis=axis)
-    return np.flip(y, axis) if reverse else y
+_RULES["dot_general"] = lambda eqn, masks, values: [
+    _dot_general(masks[0], masks[1], eqn.params["dimension_numbers"])
+]
+_register(_RULES, "reduce_sum", "reduce_max", "reduce_min")(
+    lambda eqn, masks, values: [np.any(masks[0], axis=tuple(eqn.params["axes"]))]
+)
+_RULES["reduce_prod"] = lambda eqn, masks, values: [
+    np.all(masks[0], axis=tuple(eqn.params["axes"]))
+]
+
+
+def _cumulative(combine):
+    def rule(eqn, masks, values):
+        x, axis, reverse = masks[0], eqn.params["axis"], eqn.params["reverse"]
+        x = np.flip(x, axis) if reverse else x
+        y = combine.accumulate(x, axis=axis)
+        return [np.flip(y, axis) if reverse else y]
+
+    return rule
+
+
+_register(_RULES, "cumsum", "cummax", "cummin")(_cumulative(np.logical_or))
+_RULES["cumprod"] = _cumulative(np.logical_and)
 
 
 def _clamped_starts(operand, starts, sizes):
@@ -128,177 +211,104 @@ def _clamped_starts(operand, starts, sizes):
     ]
 
 
-def _structural(name, params, arrays):
-    """Primitives that move entries around without arithmetic, applied to numpy arrays (values
-    or masks alike). Returns a list of outputs, or None if `name` is not one of them."""
-    p = params
-    x = arrays[0] if arrays else None
-    if name == "broadcast_in_dim":
-        return [_broadcast_in_dim(x, p["shape"], p["broadcast_dimensions"])]
-    if name == "reshape":
-        if p.get("dimensions") is not None:
-            x = np.transpose(x, p["dimensions"])
-        return [np.reshape(x, p["new_sizes"])]
-    if name == "squeeze":
-        return [np.squeeze(x, axis=tuple(p["dimensions"]))]
-    if name == "expand_dims":
-        return [np.expand_dims(x, tuple(p["dimensions"]))]
-    if name == "transpose":
-        return [np.transpose(x, p["permutation"])]
-    if name == "slice":
-        strides = p["strides"] or (1,) * x.ndim
-        idx = tuple(
-            slice(s, l, st)
-            for s, l, st in zip(p["start_indices"], p["limit_indices"], strides, strict=True)
-        )
-        return [x[idx]]
-    if name == "concatenate":
-        return [np.concatenate(arrays, axis=p["dimension"])]
-    if name == "split":
-        return list(np.split(x, np.cumsum(p["sizes"])[:-1], axis=p["axis"]))
-    if name == "stack":
-        return [np.stack(arrays, axis=p["axis"])]
-    if name == "unstack":
-        return [np.take(x, i, axis=p["axis"]) for i in range(x.shape[p["axis"]])]
-    if name == "rev":
-        return [np.flip(x, tuple(p["dimensions"]))]
-    if name in ("copy", "copy_p", "sharding_constraint", "mesh_cast", "reduce_precision"):
-        return [x]
-    if name == "optimization_barrier":
-        return list(arrays)
-    return None
+@_register(_RULES, "dynamic_slice")
+def _dynamic_slice(eqn, masks, values):
+    if any(v is None for v in values[1:]):
+        return None
+    sizes = eqn.params["slice_sizes"]
+    starts = _clamped_starts(masks[0], values[1:], sizes)
+    return [masks[0][tuple(slice(s, s + n) for s, n in zip(starts, sizes, strict=True))]]
 
 
-def _mask_rule(eqn, masks, values):
-    name, p = eqn.primitive.name, eqn.params
-    out = _structural(name, p, masks)
-    if out is not None:
-        return out
-    if name == "pad":
-        padval = values[1]
-        return [_pad(masks[0], True if padval is None else bool(padval != 0), p["padding_config"])]
-    if name in _ZERO_AT_ZERO:
-        return [masks[0]]
-    if name in _ANY_ZERO:
-        return [
-            np.logical_and(*masks)
-            if len(masks) == 2
-            else np.logical_and.reduce(np.broadcast_arrays(*masks))
-        ]
-    if name in _ALL_ZERO:
-        return [np.logical_or.reduce(np.broadcast_arrays(*masks))]
-    if name in ("div", "rem"):  # x / y is zero where x is, unless y is (then it is NaN or inf)
-        return [masks[0] | ~masks[1]]
-    if name == "integer_pow":
-        return [masks[0]] if p["y"] > 0 else _ones(eqn)
-    if name == "pow":
-        y = values[1]
-        return (
-            [np.broadcast_to(masks[0], eqn.outvars[0].aval.shape)]
-            if y is not None and np.all(y > 0)
-            else _ones(eqn)
-        )
-    if name == "select_n":  # the case a known predicate picks, else any of them
-        shape = eqn.outvars[0].aval.shape
-        cases = [np.broadcast_to(m, shape) for m in masks[1:]]
-        if values[0] is not None:
-            return [np.choose(np.broadcast_to(np.asarray(values[0], int), shape), cases)]
-        return [np.logical_or.reduce(cases)]
-    if name == "dot_general":
-        return [_dot_general(masks[0], masks[1], p["dimension_numbers"])]
-    if name in ("reduce_sum", "reduce_max", "reduce_min"):
-        return [np.any(masks[0], axis=tuple(p["axes"]))]
-    if name == "reduce_prod":
-        return [np.all(masks[0], axis=tuple(p["axes"]))]
-    if name in ("cumsum", "cummax", "cummin"):
-        return [_cumulative(masks[0], p["axis"], p["reverse"], np.logical_or)]
-    if name == "cumprod":
-        return [_cumulative(masks[0], p["axis"], p["reverse"], np.logical_and)]
-    if name == "dynamic_slice" and all(v is not None for v in values[1:]):
-        starts = _clamped_starts(masks[0], values[1:], p["slice_sizes"])
-        return [
-            masks[0][tuple(slice(s, s + n) for s, n in zip(starts, p["slice_sizes"], strict=True))]
-        ]
-    if name == "dynamic_update_slice" and all(v is not None for v in values[2:]):
-        upd = masks[1]
-        starts = _clamped_starts(masks[0], values[2:], upd.shape)
-        out = masks[0].copy()
-        out[tuple(slice(s, s + n) for s, n in zip(starts, upd.shape, strict=True))] = upd
-        return [out]
-    if name in ("gather", "scatter-add", "scatter_add", "scatter"):
-        index_pos = 1
-        if values[index_pos] is None:
-            return _ones(eqn)
-        # the primitive itself on 0/1 masks: entries move (or add up, without cancellation)
-        args = [
-            m.astype(np.float32) if v is None or i != index_pos else v
-            for i, (m, v) in enumerate(zip(masks, values, strict=True))
-        ]
-        with jax.ensure_compile_time_eval():
-            outs = eqn.primitive.bind(*[jnp.asarray(a) for a in args], **p)
-        outs = outs if eqn.primitive.multiple_results else [outs]
-        return [np.asarray(o) != 0 for o in outs]
-    return None
+@_register(_RULES, "dynamic_update_slice")
+def _dynamic_update_slice(eqn, masks, values):
+    if any(v is None for v in values[2:]):
+        return None
+    upd = masks[1]
+    starts = _clamped_starts(masks[0], values[2:], upd.shape)
+    out = masks[0].copy()
+    out[tuple(slice(s, s + n) for s, n in zip(starts, upd.shape, strict=True))] = upd
+    return [out]
 
 
-_NUMPY_ELEMENTWISE = {
-    "add": np.add,
-    "add_any": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "neg": np.negative,
-    "max": np.maximum,
-    "min": np.minimum,
-    "eq": np.equal,
-    "ne": np.not_equal,
-    "lt": np.less,
-    "le": np.less_equal,
-    "gt": np.greater,
-    "ge": np.greater_equal,
-    "and": np.logical_and,
-    "or": np.logical_or,
-    "not": np.logical_not,
-    "sin": np.sin,
-    "cos": np.cos,
-    "exp": np.exp,
-    "sqrt": np.sqrt,
-    "abs": np.abs,
-    "sign": np.sign,
+@_register(_RULES, "gather", "scatter-add", "scatter")
+def _indexed(eqn, masks, values):
+    """The primitive itself on 0/1 masks with the known indices: entries move (or add up,
+    without cancellation)."""
+    index_pos = 1
+    if values[index_pos] is None:
+        return None
+    args = [
+        m.astype(np.float32) if v is None or i != index_pos else v
+        for i, (m, v) in enumerate(zip(masks, values, strict=True))
+    ]
+    with jax.ensure_compile_time_eval():
+        outs = eqn.primitive.bind(*[jnp.asarray(a) for a in args], **eqn.params)
+    outs = outs if eqn.primitive.multiple_results else [outs]
+    return [np.asarray(o) != 0 for o in outs]
+
+
+# Exact values of equations whose inputs are all known, in numpy where it is cheap (any other
+# primitive is bound eagerly by JAX): `_VALUES[name](params, values)` returns the list of outputs.
+def _elementwise(f):
+    return lambda p, v: [f(*v)]
+
+
+_VALUES: dict[str, Callable] = {
+    name: _elementwise(f)
+    for name, f in {
+        "add": np.add,
+        "add_any": np.add,
+        "sub": np.subtract,
+        "mul": np.multiply,
+        "neg": np.negative,
+        "max": np.maximum,
+        "min": np.minimum,
+        "eq": np.equal,
+        "ne": np.not_equal,
+        "lt": np.less,
+        "le": np.less_equal,
+        "gt": np.greater,
+        "ge": np.greater_equal,
+        "and": np.logical_and,
+        "or": np.logical_or,
+        "not": np.logical_not,
+        "sin": np.sin,
+        "cos": np.cos,
+        "exp": np.exp,
+        "sqrt": np.sqrt,
+        "abs": np.abs,
+        "sign": np.sign,
+    }.items()
 }
+_VALUES.update(
+    _MOVES,
+    convert_element_type=lambda p, v: [v[0]],
+    select_n=lambda p, v: [np.choose(np.asarray(v[0], int), np.broadcast_arrays(*v[1:]))],
+    dot_general=lambda p, v: [_dot_general(v[0], v[1], p["dimension_numbers"])],
+    reduce_sum=lambda p, v: [np.sum(v[0], axis=tuple(p["axes"]))],
+    iota=lambda p, v: [
+        np.broadcast_to(
+            np.arange(p["shape"][p["dimension"]]).reshape(
+                [-1 if i == p["dimension"] else 1 for i in range(len(p["shape"]))]
+            ),
+            p["shape"],
+        )
+    ],
+)
 
 
 def _evaluate(eqn, values):
-    """The exact value of an equation whose inputs are all known (numpy where it is cheap, else
-    JAX eagerly)."""
-    name, p = eqn.primitive.name, eqn.params
-    dtypes = [np.dtype(v.aval.dtype) for v in eqn.outvars]
-    out = None
-    if name == "iota":
-        out = [
-            np.broadcast_to(
-                np.arange(p["shape"][p["dimension"]]).reshape(
-                    [-1 if i == p["dimension"] else 1 for i in range(len(p["shape"]))]
-                ),
-                p["shape"],
-            )
-        ]
-    elif name == "convert_element_type":
-        out = [values[0]]
-    elif name in _NUMPY_ELEMENTWISE and not (name == "div"):
-        with np.errstate(all="ignore"):
-            out = [_NUMPY_ELEMENTWISE[name](*values)]
-    elif name == "select_n":
-        out = [np.choose(np.asarray(values[0], int), np.broadcast_arrays(*values[1:]))]
-    elif name == "dot_general":
-        out = [_dot_general(values[0], values[1], p["dimension_numbers"])]
-    elif name == "reduce_sum":
-        out = [np.sum(values[0], axis=tuple(p["axes"]))]
-    else:
-        out = _structural(name, p, values)
-    if out is None:
+    """The exact value of an equation whose inputs are all known."""
+    rule = _VALUES.get(eqn.primitive.name)
+    if rule is None:
         with jax.ensure_compile_time_eval():
-            res = eqn.primitive.bind(*[jnp.asarray(v) for v in values], **p)
+            res = eqn.primitive.bind(*[jnp.asarray(v) for v in values], **eqn.params)
         out = res if eqn.primitive.multiple_results else [res]
+    else:
+        with np.errstate(all="ignore"):
+            out = rule(eqn.params, values)
+    dtypes = [np.dtype(v.aval.dtype) for v in eqn.outvars]
     return [np.asarray(o).astype(d) for o, d in zip(out, dtypes, strict=True)]
 
 
@@ -332,6 +342,20 @@ def _known_const(c):
         return None
 
 
+def _step(eqn, ins):
+    """(mask, value-or-None) of each output of one equation from those of its inputs."""
+    masks = [m for m, _ in ins]
+    values = [val for _, val in ins]
+    if all(val is not None for val in values) and not eqn.effects:
+        return [(o != 0, o) for o in _evaluate(eqn, values)]
+    sub = _sub_jaxpr(eqn)
+    if sub is not None:
+        return _run(sub[0], sub[1], ins)
+    rule = _RULES.get(eqn.primitive.name)
+    out_masks = None if rule is None else rule(eqn, masks, values)
+    return [(m, None) for m in (_ones(eqn) if out_masks is None else out_masks)]
+
+
 def _run(jaxpr, consts, inputs):
     """`inputs`: list of (mask, value-or-None) for jaxpr.invars; returns those of the outputs."""
     env = {}
@@ -344,7 +368,7 @@ def _run(jaxpr, consts, inputs):
 
     def write(v, mask, value):
         if not isinstance(v, jex.DropVar):
-            env[v] = (np.asarray(mask, bool), value)
+            env[v] = (np.broadcast_to(np.asarray(mask, bool), v.aval.shape), value)
 
     for v, c in zip(jaxpr.constvars, consts, strict=True):
         val = _known_const(c)
@@ -352,24 +376,9 @@ def _run(jaxpr, consts, inputs):
     for v, (m, val) in zip(jaxpr.invars, inputs, strict=True):
         write(v, m, val)
     for eqn in jaxpr.eqns:
-        ins = [read(v) for v in eqn.invars]
-        masks = [m for m, _ in ins]
-        values = [val for _, val in ins]
-        if all(val is not None for val in values) and not eqn.effects:
-            outs = _evaluate(eqn, values)
-            for v, o in zip(eqn.outvars, outs, strict=True):
-                write(v, o != 0, o)
-            continue
-        sub = _sub_jaxpr(eqn)
-        if sub is not None:
-            results = _run(sub[0], sub[1], ins)
-        else:
-            out_masks = _mask_rule(eqn, masks, values)
-            if out_masks is None:
-                out_masks = _ones(eqn)
-            results = [(m, None) for m in out_masks]
+        results = _step(eqn, [read(v) for v in eqn.invars])
         for v, (m, val) in zip(eqn.outvars, results, strict=True):
-            write(v, np.broadcast_to(m, v.aval.shape), val)
+            write(v, m, val)
     return [read(v) for v in jaxpr.outvars]
 
 

@@ -508,3 +508,20 @@ def test_float32(name):
         rtol=2e-4,
         atol=2e-4 * float(jnp.max(jnp.abs(accs64["projection"]))),
     )
+
+
+def test_sparsity_rules_name_primitives_of_this_jax():
+    """Every primitive name the structure rules rely on is a primitive of the installed JAX (a
+    rename in JAX would otherwise silently turn a rule into "maybe nonzero everywhere")."""
+    import gc
+
+    import jax._src.lax.control_flow  # noqa: F401 (registers the primitives below)
+    import jax._src.lax.special  # noqa: F401
+    import jax._src.lax.windowed_reductions  # noqa: F401
+    from jax.extend import core as jex
+
+    from geomech import _sparsity
+
+    primitives = {o.name for o in gc.get_objects() if isinstance(o, jex.Primitive)}
+    named = set(_sparsity._RULES) | set(_sparsity._VALUES) | set(_sparsity._MOVES)
+    assert named - primitives == set()
