@@ -90,16 +90,7 @@ from ._precision import PrecisionWarning as PrecisionWarning
 from ._solver._base import AbstractSolver as AbstractSolver
 from ._solver._gauss import Gauss as Gauss
 from ._solver._gibbs_appell import (
-    AbstractGibbsAppell as AbstractGibbsAppell,
-)
-from ._solver._gibbs_appell import (
     GibbsAppell as GibbsAppell,
-)
-from ._solver._gibbs_appell import (
-    GibbsAppellD as GibbsAppellD,
-)
-from ._solver._gibbs_appell import (
-    GibbsAppellW as GibbsAppellW,
 )
 from ._solver._gibbs_appell import (
     gibbs_appell_function as gibbs_appell_function,

@@ -539,3 +539,15 @@ def test_kane_bases_are_the_documented_constructions():
     P = stages.project_D(G)
     assert_rel(P.T @ stages.bracket @ P, jnp.eye(m))
     assert float(jnp.linalg.norm(G.T @ stages.M @ G - jnp.eye(m))) > 1e-3  # not M-orthonormal
+
+
+def test_gibbs_appell_is_one_class_whose_metric_decides_known_work():
+    """`GibbsAppell` is one final class: the metric is a static field, `supports_known_work` follows
+    it, and a wrong metric is refused when the solver is built."""
+    W, D = gm.GibbsAppell(metric="W"), gm.GibbsAppell(metric="D")
+    assert type(W) is type(D) is gm.GibbsAppell
+    assert (W.supports_known_work, D.supports_known_work) == (True, False)
+    assert gm.GibbsAppell() == W and hash(W) != hash(D)
+    assert jax.tree_util.tree_leaves(D) == []  # static: no traced leaves, one compiled program each
+    with pytest.raises(ValueError, match="metric must be 'W'"):
+        gm.GibbsAppell(metric="X")

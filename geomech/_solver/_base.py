@@ -12,11 +12,12 @@ class AbstractSolver(eqx.Module):
     """A principle that determines the constrained dynamics $X_R = (v, a_R)$.
 
     Subclasses implement `acceleration(stages)`, given the shared `Stages` at one state with at
-    least one constraint, and declare `supports_known_work`: whether the principle generalizes to
-    non-ideal constraints with known work (thesis §5.2).
+    least one constraint, and declare `supports_known_work` (a class variable, a field or a
+    property): whether the principle generalizes to non-ideal constraints with known work
+    (thesis §5.2).
     """
 
-    supports_known_work: eqx.AbstractClassVar[bool]
+    supports_known_work: eqx.AbstractVar[bool]
 
     @abc.abstractmethod
     def acceleration(self, stages: Stages) -> Float[Array, " n"]:

@@ -1,5 +1,3 @@
-from typing import ClassVar
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -34,22 +32,29 @@ def gibbs_appell_function(stages: Stages, metric: str = "W"):
     return G
 
 
-class AbstractGibbsAppell(AbstractSolver):
+class GibbsAppell(AbstractSolver):
     """The Gibbs–Appell equations for generalized nonholonomic systems (Prop. 5, Prop. 5').
 
     $X_R$ is the field in $\\mathcal{S}(\\mathcal{C})$ with
     $D_a G_{\\mathcal{W}}(a_R)(u) = F^0(u)$ for $u \\in \\mathcal{W}$ (4.8) (with known work $F^0$,
-    Prop. 5'), or equivalently
-    $D_a G_{\\mathcal{D}}(a_R)(u) = 0$ for $u \\in \\mathcal{D}$ (4.9). The gradient and Hessian of
-    the function $G$ are taken by automatic differentiation; $G$ is quadratic, so one Newton step
-    from $a = 0$ solves the stationarity equations exactly.
+    Prop. 5'), or equivalently $D_a G_{\\mathcal{D}}(a_R)(u) = 0$ for $u \\in \\mathcal{D}$ (4.9).
+    The gradient and Hessian of the function $G$ are taken by automatic differentiation; $G$ is
+    quadratic, so one Newton step from $a = 0$ solves the stationarity equations exactly.
 
-    The two metrics are two final classes, so that `supports_known_work` is a class variable:
-    only $G_{\\mathcal{W}}$ generalizes to known work (thesis §5.2). Build them with
-    `GibbsAppell(metric)`.
+    **Arguments:**
+
+    - `metric`: `"W"` for $G_{\\mathcal{W}}$ (4.6), `"D"` for $G_{\\mathcal{D}}$ (4.7). Only `"W"`
+        generalizes to non-ideal constraints with known work (thesis §5.2).
     """
 
-    metric: eqx.AbstractClassVar[str]
+    metric: str = eqx.field(static=True, default="W")
+
+    def __check_init__(self):
+        _check_metric(self.metric)
+
+    @property
+    def supports_known_work(self) -> bool:
+        return self.metric == "W"
 
     def acceleration(self, stages: Stages):
         G = gibbs_appell_function(stages, self.metric)
@@ -60,36 +65,3 @@ class AbstractGibbsAppell(AbstractSolver):
         work = stages.F0 if self.metric == "W" else jnp.zeros_like(grad0)
         # D_a G(a) u = (grad0 + H a) · u = W(u) for u in span E: (4.8) / (4.9)
         return stages.solve_with_constraints(E.T @ H, E.T @ (work - grad0))
-
-
-class GibbsAppellW(AbstractGibbsAppell):
-    """Gibbs–Appell with $G_{\\mathcal{W}}$ (4.6), (4.8); with known work, Prop. 5'."""
-
-    metric: ClassVar[str] = "W"
-    supports_known_work: ClassVar[bool] = True
-
-
-class GibbsAppellD(AbstractGibbsAppell):
-    """Gibbs–Appell with $G_{\\mathcal{D}}$ (4.7), (4.9); ideal or generalized, no known work."""
-
-    metric: ClassVar[str] = "D"
-    supports_known_work: ClassVar[bool] = False
-
-
-def GibbsAppell(metric: str = "W") -> AbstractGibbsAppell:  # noqa: N802 (a solver constructor)
-    """The Gibbs–Appell equations for generalized nonholonomic systems (Prop. 5, Prop. 5').
-
-    $X_R$ is the field in $\\mathcal{S}(\\mathcal{C})$ with
-    $D_a G_{\\mathcal{W}}(a_R)(u) = F^0(u)$ for $u \\in \\mathcal{W}$ (4.8), or equivalently
-    $D_a G_{\\mathcal{D}}(a_R)(u) = 0$ for $u \\in \\mathcal{D}$ (4.9), with $G$ differentiated by
-    autodiff.
-
-    **Arguments:**
-
-    - `metric`: `"W"` for $G_{\\mathcal{W}}$ (4.6), `"D"` for $G_{\\mathcal{D}}$ (4.7). Only `"W"`
-        generalizes to non-ideal constraints with known work (thesis §5.2).
-
-    **Returns:** a `GibbsAppellW()` or `GibbsAppellD()` solver.
-    """
-    _check_metric(metric)
-    return GibbsAppellW() if metric == "W" else GibbsAppellD()
