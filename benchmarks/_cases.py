@@ -20,7 +20,7 @@ from geomech._stages import assemble
 
 
 def sleigh_hand(model: gmm.ChaplyginSleigh, t, q, v):
-    """Seed 004 (7.66)–(7.68) with the multiplier in closed form:
+    """[Goicolea] (7.66)–(7.68) with the multiplier in closed form:
     A M⁻¹ Aᵀ = 1/m and b = u ω, so R = m u ω."""
     s, c = jnp.sin(q[2]), jnp.cos(q[2])
     u, w = v[0] * c + v[1] * s, v[2]
@@ -29,7 +29,7 @@ def sleigh_hand(model: gmm.ChaplyginSleigh, t, q, v):
 
 
 def chain_hand(model: gmm.PlanarChain, t, q, v):
-    """Seed 001 (91) for N links: explicit rows d_i = r_i − r_{i−1}, b_i = −|ḋ_i|², the diagonal
+    """[Zanella] (91) for N links: explicit rows d_i = r_i − r_{i−1}, b_i = −|ḋ_i|², the diagonal
     M⁻¹ and a dense N×N solve with the Schur complement S = A M⁻¹ Aᵀ for the multipliers."""
     N = model.N
     r, rd = q.reshape(N, 2), v.reshape(N, 2)

@@ -1,13 +1,11 @@
 """A bicycle-sized benchmark system derived with SymPy: a Whipple-type bicycle.
 
-Four rigid bodies — rear wheel R, rear frame with rider B, front frame (fork and handlebar) H,
-front wheel F — with the benchmark parameters of Meijaard, Papadopoulos, Ruina and Schwab (2007),
-*Linearized dynamics equations for the balance and steer of a bicycle: a benchmark and review*,
-Proc. R. Soc. A 463, Table 1. The equations are written here from first principles in this file's
-own conventions ($z$ **up**, so the paper's $z$ coordinates and products of inertia change sign);
-the model is a consistent mechanical system (energy is conserved, the rolling constraints hold) but
-has **not** been validated against the paper's eigenvalues: it is a benchmark of size, not a
-reference bicycle.
+Four rigid bodies — rear wheel R, rear frame with rider B, front frame (fork and handlebar) H, front
+wheel F — with the benchmark parameters of [MeijaardEtAl2007], Table 1. The equations are written
+here from first principles in this file's own conventions ($z$ **up**, so the paper's $z$
+coordinates and products of inertia change sign); the model is a consistent mechanical system
+(energy is conserved, the rolling constraints hold) but has **not** been validated against the
+paper's eigenvalues: it is a benchmark of size, not a reference bicycle.
 
 Coordinates $q = (x, y, \\psi, \\varphi, \\theta, \\theta_R, \\delta, \\theta_F)$: rear contact
 point $(x, y)$ on the ground $z = 0$, yaw $\\psi$, roll (lean) $\\varphi$, pitch $\\theta$ of the
@@ -47,7 +45,7 @@ import geomech as gm
 
 COORDINATES = ("x", "y", "psi", "phi", "theta", "theta_R", "delta", "theta_F")
 
-# Meijaard et al. (2007) Table 1 (SI units). z values are heights above the ground here (the paper's
+# [MeijaardEtAl2007] Table 1 (SI units). z values are heights above the ground here (the paper's
 # z axis points down), and the paper's products of inertia I_xz change sign with z.
 BENCHMARK_PARAMETERS = {
     "w": 1.02,  # wheelbase

@@ -1,4 +1,4 @@
-"""Compile times of the analysis tools on the rolling disk (issue 11), next to the baseline they
+"""Compile times of the analysis tools on the rolling disk, next to the baseline they
 cannot beat: `jax.jacfwd` of `gm.acceleration` over the full state.
 
 `python benchmarks/linearize_compile.py` prints one JSON document: for each case the seconds spent

@@ -1,4 +1,4 @@
-"""Memory maps per compiled program, and the crash at the kernel's limit (issue 10 item 8).
+"""Memory maps per compiled program, and the crash at the kernel's limit.
 
 XLA:CPU maps about three memory regions (code, read-only data, data) per compiled kernel and keeps
 them while the executable lives. A long process that compiles many programs — the test suite run

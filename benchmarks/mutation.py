@@ -1,4 +1,4 @@
-"""Mutation testing of geomech's formula modules and of its integration engine (issue 14 item 2).
+"""Mutation testing of geomech's formula modules and of its integration engine.
 
 Each mutant is one small change to the source that a test suite able to catch a wrong answer must
 notice: an arithmetic operator swapped (`+`↔`-`, `*`↔`/`; `@` is kept), a unary minus removed or a

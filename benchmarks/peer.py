@@ -168,7 +168,7 @@ def mujoco_qacc(model, phi, phidot):
 
 class JointChain(eqx.Module):
     """The chain in its N absolute link angles, written as a user would: bob positions by a
-    cumulative sum, $L = \\sum_i \\tfrac12 m_i|\\dot r_i|^2 + m_i g x_i$ (seed 001 (85) in angles);
+    cumulative sum, $L = \\sum_i \\tfrac12 m_i|\\dot r_i|^2 + m_i g x_i$ ([Zanella] (85) in angles);
     no constraints."""
 
     masses: jnp.ndarray
@@ -189,7 +189,7 @@ class JointChain(eqx.Module):
 
 
 def reference_acceleration(params, phi, phidot):
-    """Closed-form joint-space chain (Lagrange's equations of seed 001 (85) in the link angles):
+    """Closed-form joint-space chain (Lagrange's equations of [Zanella] (85) in the link angles):
     with $\\mu_k = \\sum_{p \\ge k} m_p$ and $c_{ij} = l_i l_j \\mu_{\\max(i,j)}$,
     $\\sum_j c_{ij}\\cos(\\varphi_i - \\varphi_j)\\ddot\\varphi_j
     = -\\sum_j c_{ij}\\sin(\\varphi_i - \\varphi_j)\\dot\\varphi_j^2

@@ -1,4 +1,4 @@
-"""The public names of geomech (DESIGN.md §3), imported lazily by `__init__.py`."""
+"""The public names of geomech (docs/api.md), imported lazily by `__init__.py`."""
 
 from . import models as models
 from . import plot as plot

@@ -393,7 +393,7 @@ def linearize(
 
 def characteristic_coefficients(A: Float[Array, "N N"]) -> Float[Array, " N+1"]:
     """$c_0, \\dots, c_N$ with $\\det(\\lambda I - A) = \\sum_j c_j\\lambda^j$ ($c_N = 1$), by the
-    Faddeev–LeVerrier recursion (Zadeh & Desoer, *Linear System Theory*, 1963, pp. 303–305):
+    Faddeev–LeVerrier recursion ([ZadehDesoer1963] pp. 303–305):
     $M_0 = 0$, $M_j = A M_{j-1} + c_{N-j+1} I$, $c_{N-j} = -\\operatorname{tr}(A M_j)/j$.
     Polynomial in the entries of $A$, so exactly differentiable (meant for small $N$)."""
     N = A.shape[0]
@@ -409,8 +409,8 @@ def characteristic_coefficients(A: Float[Array, "N N"]) -> Float[Array, " N+1"]:
 def hurwitz_determinant(c: Float[Array, " N1"]) -> Float[Array, ""]:
     """$\\Delta_{N-1}$, the Hurwitz determinant of order $N - 1$ of $\\sum_j c_j\\lambda^j$
     (degree $N$, $c_N > 0$): with $a_i = c_{N-i}$, $H_{ij} = a_{2j-i}$ (1-based, $a_i = 0$
-    outside $0..N$) and $\\Delta_{N-1} = \\det H_{[1..N-1]}$ (Gantmacher, *The Theory of
-    Matrices* vol. 2, ch. XV §6). By Orlando's formula (ibid. §7)
+    outside $0..N$) and $\\Delta_{N-1} = \\det H_{[1..N-1]}$ ([Gantmacher1959] vol. 2,
+    ch. XV §6). By Orlando's formula (ibid. §7)
     $\\Delta_{N-1} = (-1)^{N(N-1)/2} a_0^{N-1}\\prod_{i<j}(\\lambda_i + \\lambda_j)$, so it
     vanishes exactly when two roots sum to zero, e.g. a pair $\\pm i\\omega$."""
     N = c.shape[0] - 1

@@ -189,7 +189,7 @@ class HolonomicConstraint(AbstractConstraint):
         return _bound(self, time_dependent)
 
     def discrete_residual(self, t0, q0, dt, dq):
-        # h(q_{k+1}) = 0 at the end of the step (Marsden & West 2001 §3.5; RATTLE)
+        # h(q_{k+1}) = 0 at the end of the step ([MW] §3.5; RATTLE)
         return self.position_residual(t0 + dt, q0 + dq)
 
 
@@ -237,7 +237,7 @@ class LinearConstraint(AbstractConstraint):
 
     def discrete_residual(self, t0, q0, dt, dq):
         # ω_d(q_k, q_{k+1}) = A(q_{k+1/2}) (q_{k+1} - q_k)/h + c(q_{k+1/2}) at the midpoint
-        # (discrete constraint of McLachlan & Perlmutter 2006, with Cortés & Martínez 2001's DLA)
+        # (discrete constraint of [MP], with the DLA of [CM])
         return self.residual(t0 + dt / 2, q0 + dq / 2, dq / dt)
 
 

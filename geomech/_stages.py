@@ -267,7 +267,7 @@ def _call(fn, t, q, v):
 
 def _coloring(pattern) -> tuple[int, np.ndarray]:
     """A greedy colouring of the columns of a boolean `pattern` such that columns of one colour
-    have no nonzero row in common (Curtis–Powell–Reid): a product with the 0/1 seed of a colour
+    have no nonzero row in common ([CurtisPowellReid1974]): a product with the 0/1 seed of a colour
     recovers each of its columns' nonzeros. Returns the number of colours and each column's."""
     overlap = (pattern.T.astype(np.int32) @ pattern.astype(np.int32)) > 0
     colors = np.full(pattern.shape[1], -1)

@@ -6,8 +6,8 @@ and solves for the acceleration with **NumPy** from three textbook formulas:
 
 - the Lagrange-multiplier (KKT) system $\\begin{pmatrix} M & -C^\\top \\\\ A & 0 \\end{pmatrix}
   \\begin{pmatrix} a \\\\ \\lambda \\end{pmatrix} = \\begin{pmatrix} Q + F^0 \\\\ b \\end{pmatrix}$
-  (seed 001; thesis (3.24) with $F^c = F^0 + C^\\top\\lambda$, §5.2);
-- the Udwadia–Kalaba formula (thesis (5.10)–(5.11), Udwadia & Kalaba 2001): with $B = A M^{-1/2}$
+  ([Zanella]; thesis (3.24) with $F^c = F^0 + C^\\top\\lambda$, §5.2);
+- the Udwadia–Kalaba formula (thesis (5.10)–(5.11), [UdwadiaKalaba2001]): with $B = A M^{-1/2}$
   and its Moore–Penrose inverse $B^+$,
   $a = a_U + M^{-1/2}\\big(B^+(b - A a_U) + (I - B^+B)M^{-1/2}F^0\\big)$ for
   $\\mathcal{W} = \\mathcal{D}$;

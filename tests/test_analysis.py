@@ -1,4 +1,4 @@
-"""Analysis tools (issue 11): consistent states from chosen entries, linearization about steady
+"""Analysis tools: consistent states from chosen entries, linearization about steady
 motions, stability boundaries. Against closed forms (pendulum, rolling disk, Chaplygin sleigh),
 a peer (sympy.physics.mechanics `KanesMethod.linearize`), every solver, finite differences and
 theorem statements (Orlando's formula)."""
@@ -192,7 +192,7 @@ def test_linearization_matches_finite_differences_random_system():
 
 
 def test_pendulum_small_oscillations():
-    """Cartesian pendulum (seed 001 §1.1; x down, h = x² + y² − l²) linearized in (y, ẏ) with x, ẋ
+    """Cartesian pendulum ([Zanella] §1.1; x down, h = x² + y² − l²) linearized in (y, ẏ) with x, ẋ
     reconstructed from h = 0 and 2(x ẋ + y ẏ) = 0: at the bottom y'' = −(g/l) y, eigenvalues
     ±i√(g/l); at the top ±√(g/l). The given x is off C and is corrected by Newton."""
     model = gm.models.CartesianPendulum(m=1.5, l=2.0, g=9.81)
@@ -235,8 +235,8 @@ DISK_SETS = dict(coordinates=(3,), speeds=(2, 3), fixed_q=(0, 1, 2, 4), fixed_v=
 
 
 def disk_closed_form(model, spin):
-    """Linearized upright rolling disk (Routh, *Advanced Rigid Dynamics*, 6th ed. 1905, Art. 244;
-    Neimark & Fufaev, *Dynamics of Nonholonomic Systems*, 1972, ch. III), A, B the moments of
+    """Linearized upright rolling disk ([Routh1905] Art. 244;
+    [NeimarkFufaev1972] ch. III), A, B the moments of
     inertia about a diameter and the axis, Ω = ψ̇:
     yaw   A φ̈ = −B Ω θ̇                          (angular momentum about the vertical),
     lean  (A + mR²) θ̈ = m g R θ + (B + mR²) Ω φ̇    (moments about the contact line),
@@ -312,7 +312,7 @@ def test_rolling_disk_critical_speed_and_its_derivative():
 
 
 def test_chaplygin_sleigh_straight_line():
-    """Seed 004 Ex. 7.7 (model docstring): knife edge at A = G − (l/2) ê₁, u̇ = (l/2)ω², ω̇ = −uω/l.
+    """[Goicolea] Ex. 7.7 (model docstring): knife edge at A = G − (l/2) ê₁, u̇ = (l/2)ω², ω̇ = −uω/l.
     About straight motion (ω = 0, u = u₀) the turning rate obeys δω̇ = −(u₀/l) δω: moving forward
     (u₀ > 0, knife edge behind the centre of mass) is stable, backward (knife ahead) unstable,
     with rate |u₀|/l; the longitudinal speed is neutral (eigenvalue 0)."""
@@ -367,7 +367,7 @@ def test_stability_boundary_value_errors():
 
 def test_characteristic_polynomial_and_orlando_formula():
     """Faddeev–LeVerrier coefficients are those of ∏(λ − λ_i); the Hurwitz determinant Δ_{N−1}
-    equals Orlando's (−1)^{N(N−1)/2} ∏_{i<j}(λ_i + λ_j) (Gantmacher vol. 2, ch. XV)."""
+    equals Orlando's (−1)^{N(N−1)/2} ∏_{i<j}(λ_i + λ_j) ([Gantmacher1959] vol. 2, ch. XV)."""
     rng = np.random.default_rng(0)
     both = jax.jit(
         lambda A: (
@@ -412,7 +412,7 @@ def test_all_solvers_give_the_same_linearization():
 def sympy_disk_linearization(m, R, g, q_op, u_op):
     """The rolling disk built independently in sympy.physics.mechanics (frames Rz(φ) Rx(θ) Ry(ψ),
     the rolling constraints from the velocity of the material contact point) and linearized by
-    `KanesMethod.linearize` (Peterson, Gede & Hubbard 2014) at a general state: A for the state
+    `KanesMethod.linearize` [PetersonGedeHubbard2014] at a general state: A for the state
     (x, y, φ, θ, ψ, φ̇, θ̇, ψ̇), with (ẋ, ẏ) dependent speeds."""
     import sympy as sm
     import sympy.physics.mechanics as me

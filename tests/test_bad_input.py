@@ -1,4 +1,4 @@
-"""Bad input, as one table (issue 10 item 9): every case is `(id, call, outcome)`, where `call` makes
+"""Bad input, as one table: every case is `(id, call, outcome)`, where `call` makes
 the call and `outcome` is what must happen:
 
 - `raises(Exc, match)`: an exception of that type whose message matches `match` (which names the
@@ -454,7 +454,7 @@ def test_bad_input(call, outcome):
 
 
 def test_the_table_is_comprehensive():
-    """At least 60 cases, unique ids, over every category of issue 10."""
+    """At least 60 cases, unique ids, over every category of bad input."""
     ids = [c[0] for c in CASES]
     assert len(ids) >= 60 and len(set(ids)) == len(ids)
     kinds = {type(c[2]) for c in CASES}

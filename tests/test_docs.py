@@ -85,3 +85,75 @@ def test_examples_run(path):
     for code, why in python_blocks(path):
         if why is None:
             exec(compile(code, str(path.relative_to(ROOT)), "exec"), namespace)  # noqa: S102 - our own docs
+
+
+# -- citations -------------------------------------------------------------------------------------
+# Sources are cited by a key of docs/references.md (e.g. [Zanella] (91)); never by a file or a
+# tracker that is not in the repository (working notes, the design file, issue numbers, the
+# numbered source texts the library was written from).
+OUT_OF_REPO = re.compile(
+    r"\b[Ss]eeds? 0\d\d\b"  # "seed 001": a source text by its number
+    r"|\b[Nn]otes? §"  # "note §7.4": working notes
+    r"|\bnotes?/"  # "notes/seed-002-methods.md"
+    r"|\bDESIGN\b"  # the design file
+    r"|\b[Ii]ssues? #?\d+\b"  # "issue 15": the tracker
+    r"|/work/"  # a path on the machine the library was written on
+)
+# a key: [Balseiro], [MW], [UdwadiaKalaba2001]; not a link [text](...), an index a[N], or [None]
+KEY = re.compile(r"(?<![\w\]\[!])\[([A-Z][A-Za-z]+(?:[0-9]{4}[a-z]?)?)\](?![\(\[:])")
+NOT_KEYS = {"None", "True", "False"}
+SOURCES = [
+    *[p for d in ("geomech", "tests", "benchmarks", "notebooks", "docs") for p in (ROOT / d).rglob("*")],
+    ROOT / "README.md",
+    ROOT / "mkdocs.yml",
+    ROOT / "pyproject.toml",
+]
+TEXT_SUFFIXES = {".py", ".pyi", ".md", ".ipynb", ".json", ".yml", ".toml", ".txt"}
+
+
+def _source_files():
+    return [
+        p
+        for p in SOURCES
+        if p.is_file()
+        and p.suffix in TEXT_SUFFIXES
+        and "__pycache__" not in p.parts
+        and p != pathlib.Path(__file__).resolve()  # this file spells the patterns out
+    ]
+
+
+def _reference_keys():
+    text = (ROOT / "docs" / "references.md").read_text()
+    return set(re.findall(r"^- \*\*\[([^\]]+)\]\*\*", text, flags=re.M))
+
+
+def test_sources_are_cited_by_keys_in_the_repository():
+    found = []
+    for path in _source_files():
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if OUT_OF_REPO.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:120]}")
+    assert not found, "cite by a key of docs/references.md:\n" + "\n".join(found)
+
+
+def test_every_cited_key_is_in_the_references():
+    keys = _reference_keys()
+    assert {"Balseiro", "Talamucci", "Zanella", "Goicolea", "IdealConstraintsQA"} <= keys
+    missing = []
+    for path in _source_files():
+        for key in KEY.findall(path.read_text(errors="replace")):
+            if key not in keys and key not in NOT_KEYS:
+                missing.append(f"{path.relative_to(ROOT)}: [{key}]")
+    assert not missing, "keys missing from docs/references.md:\n" + "\n".join(sorted(set(missing)))
+
+
+def test_the_checks_can_fail():
+    assert OUT_OF_REPO.search("the tension of seed 001 (72)")
+    assert OUT_OF_REPO.search("see notes/seed-002-methods.md") and OUT_OF_REPO.search("note §7.4")
+    assert OUT_OF_REPO.search("(issue 15)") and OUT_OF_REPO.search("DESIGN.md §3")
+    assert not OUT_OF_REPO.search("random seed 0, issued by the user")
+    assert KEY.findall("[Zanella] (91), [MW] §3.5, [UdwadiaKalaba2001]; a[N], [x](y.md)") == [
+        "Zanella",
+        "MW",
+        "UdwadiaKalaba2001",
+    ]

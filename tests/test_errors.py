@@ -1,4 +1,4 @@
-"""Bad input gets a clear error that names the problem (DESIGN.md §4)."""
+"""Bad input gets a clear error that names the problem (docs/errors.md)."""
 
 import equinox as eqx
 import jax

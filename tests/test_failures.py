@@ -1,4 +1,4 @@
-"""Per-trajectory failure codes (issue 10 item 1): a member of an ensemble whose initial state fails
+"""Per-trajectory failure codes: a member of an ensemble whose initial state fails
 a precondition is flagged with its `gm.Failure` and not integrated; every other member is returned
 bit for bit as in the same run without it. With `throw=True` the error names the indices."""
 

@@ -70,7 +70,7 @@ def test_diagnostics_are_energy_and_residuals(runs):
 
 
 def test_tension_along_trajectory(runs):
-    """Seed 001: the rod pulls along -q/l with tension m(|v|²/l + g x/l)."""
+    """[Zanella]: the rod pulls along -q/l with tension m(|v|²/l + g x/l)."""
     sol = runs["projection"]
     Fc = jax.vmap(lambda s: gm.constraint_force(PSYS, s))(sol.states)
     q, v = sol.states.q, sol.states.v

@@ -94,7 +94,7 @@ def test_model_well_posed(name):
     model's own functions, KKT / Udwadia–Kalaba / d'Alembert in NumPy) to its accuracy `ref.TOL`,
     and with `Projection` to 1e-10; the stages $M$, $Q$, $A$, $b$ agree with the reference too."""
     model = gmm.MODELS[name]()
-    assert isinstance(model, gmm.AbstractModel)  # the shared interface (issue 9 item 5)
+    assert isinstance(model, gmm.AbstractModel)  # the shared interface
     assert isinstance(model.description, str) and model.t1 > model.t0
     assert hasattr(model, "action") == (name in WITH_ACTION)
     system, s0, t0 = model.system(), model.initial_state(), model.t0
@@ -140,7 +140,7 @@ def test_parameters_are_differentiable():
 
 
 def test_sleigh_closed_form():
-    """Seed 004 Ex. 7.7: u = c tanh, ω ∝ sech, θ by the Gudermannian, λ = R = m u ω."""
+    """[Goicolea] Ex. 7.7: u = c tanh, ω ∝ sech, θ by the Gudermannian, λ = R = m u ω."""
     model = gmm.ChaplyginSleigh(m=1.3, l=0.8)
     u0, w0, th0 = -0.4, 1.5, 0.2
     system = model.system()
@@ -161,7 +161,7 @@ def test_sleigh_closed_form():
 
 @pytest.mark.parametrize("u", [0.5, 1.0])
 def test_pursuit_curve(u):
-    """Seed 001 (190) (u < v) and (191) (u = v), with constant speed (177)."""
+    """[Zanella] (190) (u < v) and (191) (u = v), with constant speed (177)."""
     model = gmm.Pursuit(m=1.0, u=u, a=1.0, speed=1.0)
     system, s0 = model.system(), model.initial_state()
     t1 = 1.2 if u < 1 else 3.0  # capture at a v / (v² − u²) = 4/3 when u = 0.5
@@ -175,7 +175,7 @@ def test_pursuit_curve(u):
 
 
 def test_bead_on_rotating_wire():
-    """Seed 001 §5.4: r(t) of (139), the Jacobi integral conserved, dE/dt = power of the wire force,
+    """[Zanella] §5.4: r(t) of (139), the Jacobi integral conserved, dE/dt = power of the wire force,
     and the wire force equal to (157)–(158)."""
     model = gmm.BeadOnRotatingWire(m=0.7, omega=2.0, theta0=1.0, g=9.81)
     system = model.system()
@@ -199,7 +199,7 @@ def test_bead_on_rotating_wire():
 
 
 def test_pendulum_tension():
-    """Seed 001 §3.1/§3.2/§4.1: the multiplier is minus the tension m(|v|² + g x)/l for the row
+    """[Zanella] §3.1/§3.2/§4.1: the multiplier is minus the tension m(|v|² + g x)/l for the row
     (x, y), half of that over l for h = |q|² − l², and λ̄ = −m(l φ̇² + g cos φ) in polar
     coordinates (83)."""
     m, l, g = 0.8, 1.5, 9.81
@@ -227,7 +227,7 @@ def test_pendulum_tension():
 
 
 def test_hoop_on_incline():
-    """Seed 004 Ex. 7.6: ẍ = ½ g sin α, λ = ½ m g sin α, R_x = −½ m g sin α."""
+    """[Goicolea] Ex. 7.6: ẍ = ½ g sin α, λ = ½ m g sin α, R_x = −½ m g sin α."""
     model = gmm.RollingHoop(m=2.0, r=0.4, alpha=0.35, g=9.81)
     system = model.system()
     ts = jnp.linspace(0.0, 2.0, 11)
@@ -264,7 +264,7 @@ def test_appell_hamel():
 
 def test_conserved_quantities_holonomic():
     """Spherical pendulum: E and L_z conserved, |q| = R kept; double pendulum: E conserved and the
-    multipliers satisfy seed 001 (91) with the rows (87)."""
+    multipliers satisfy [Zanella] (91) with the rows (87)."""
     sph = gmm.SphericalPendulum(m=1.2, R=0.9)
     system = sph.system()
     ts = jnp.linspace(0.0, 3.0, 16)
@@ -314,7 +314,7 @@ def test_rolling_disk_unstabilized_drift(record_property):
 
 
 def test_rolling_disk_projection():
-    """Issue 4: with projection stabilization at rtol = 1e-10 the rolling disk conserves energy
+    """With projection stabilization at rtol = 1e-10 the rolling disk conserves energy
     to 1e-8 relative and keeps |φ| ≤ 1e-10 over t ∈ [0, 100]."""
     model = gmm.RollingDisk()
     system = model.system()

@@ -1,4 +1,4 @@
-"""The mutation-testing script `benchmarks/mutation.py` (issue 14 item 2): its mutant generator and
+"""The mutation-testing script `benchmarks/mutation.py`: its mutant generator and
 `apply` on a small module and on a real one. The kill-suite itself is not run here (minutes per
 mutant); the score is recorded in `benchmarks/mutation_report.md`."""
 

@@ -1,4 +1,4 @@
-"""Seed 001's Cartesian pendulum (x down, gravity +g x̂) and a rheonomic pendulum of varying length."""
+"""[Zanella]'s Cartesian pendulum (x down, gravity +g x̂) and a rheonomic pendulum of varying length."""
 
 import jax
 import jax.numpy as jnp
@@ -20,13 +20,13 @@ def _state(theta, omega, l=L_):
 @pytest.mark.parametrize("form", ["holonomic", "linear"])
 @pytest.mark.parametrize("theta,omega", [(0.3, 1.1), (2.5, -0.4), (-1.2, 2.0)])
 def test_tension_closed_form(form, theta, omega):
-    """F^c = -T r̂ with T = m(|v|²/l + g x/l) (seed 001 §4.1, notes §0: x down)."""
+    """F^c = -T r̂ with T = m(|v|²/l + g x/l) ([Zanella] §4.1, x down)."""
     system = CartesianPendulum(m=M_, l=L_, g=G_, form=form)()
     s = _state(theta, omega)
     T = M_ * ((s.v @ s.v) / L_ + G_ * s.q[0] / L_)
     Fc = gm.constraint_force(system, s)
     np.testing.assert_allclose(Fc, -T * s.q / L_, rtol=1e-12, atol=1e-12)
-    # the multiplier depends on the row's scaling: ∇h = 2q, seed 001's row is q (notes §0.2)
+    # the multiplier depends on the row's scaling: ∇h = 2q, [Zanella]'s row is q
     lam = gm.multipliers(system, s)
     np.testing.assert_allclose(lam, [-T / L_ / (2.0 if form == "holonomic" else 1.0)], rtol=1e-12)
     # angular equation θ̈ = -(g/l) sin θ

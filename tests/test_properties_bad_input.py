@@ -1,4 +1,4 @@
-"""Property (issue 10 item 9): over random systems and random corruptions of the inputs, `simulate`
+"""Property of the bad-input table: over random systems and random corruptions of the inputs, `simulate`
 gives a clear error or a correct result, never a non-finite success.
 
 Every draw has the same structure (n = 3, k = 1, a batch of two: the clean state on C and a

@@ -87,7 +87,7 @@ def _tq(f):
 
 
 def test_pendulum_closed_form_on_and_off_C():
-    """Seed 001 §1.1 ($x$ down): $A a = b$ with $A \\propto q$, $b \\propto -|v|^2$ and the force
+    """[Zanella] §1.1 ($x$ down): $A a = b$ with $A \\propto q$, $b \\propto -|v|^2$ and the force
     along $q$ give $a = g\\hat x - (|v|^2 + g x)\\,q/|q|^2$, on $\\mathcal{C}$ (the tension law) and
     off it; the
     multiplier of the holonomic row $h = |q|^2 - l^2$ is $-(|v|^2 + g x)/(2|q|^2)$ times $m$."""

@@ -228,7 +228,7 @@ def test_public_api_every_solver():
 
 
 def test_vmap_pendulum_closed_form():
-    """A batch of pendulum states through every solver under `jax.vmap`; closed-form tension (seed 001)."""
+    """A batch of pendulum states through every solver under `jax.vmap`; closed-form tension ([Zanella])."""
     model = CartesianPendulum(m=1.3, l=1.7, g=9.81, form="linear")
     system = model()
     th = jnp.linspace(-2.0, 2.5, 5)

@@ -1,4 +1,4 @@
-"""The fast paths of the shared stages (issue 15) against the plain formulas.
+"""The fast paths of the shared stages against the plain formulas.
 
 `assemble` traces each user function once, recognizes structure at trace time (a structurally
 diagonal $M$, sparse $A$ and $C$) and then computes $M$ and $A$ from fewer derivative passes
@@ -321,7 +321,7 @@ def test_sparse_products_match_dense(name):
     ],
 )
 def test_column_coloring_is_valid_and_as_small_as_known(pattern, colors):
-    """Curtis–Powell–Reid: columns of one colour share no nonzero row (so one product recovers all
+    """[CurtisPowellReid1974]: columns of one colour share no nonzero row (so one product recovers all
     of them), and the greedy colouring reaches the chromatic numbers of these patterns."""
     n_colors, got = _coloring(pattern)
     assert n_colors == colors and got.shape == (pattern.shape[1],)

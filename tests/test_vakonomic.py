@@ -1,4 +1,4 @@
-"""Vakonomic dynamics beside Četaev's (seed 002, notes/seed-002-methods.md).
+"""Vakonomic dynamics beside Četaev's ([Talamucci]).
 
 Test systems (defined here):
 

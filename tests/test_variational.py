@@ -98,8 +98,7 @@ class KnifeOnIncline(eqx.Module):
     From rest at the origin with $\\dot\\theta = \\omega$: $\\theta = \\omega t$,
     $\\xi = \\frac{g\\sin\\alpha}{2\\omega^2}\\sin^2\\omega t$,
     $y = \\frac{g\\sin\\alpha}{2\\omega^2}(\\omega t - \\tfrac12\\sin 2\\omega t)$
-    (Bloch, *Nonholonomic Mechanics and Control*, §1.6, the knife edge on an inclined plane;
-    Neimark & Fufaev).
+    ([Bloch2003] §1.6, the knife edge on an inclined plane; [NeimarkFufaev1972]).
     """
 
     m: float = 1.0
@@ -193,7 +192,7 @@ def test_second_order_against_reference(model, quadrature):
 
 
 def test_chaplygin_sleigh_closed_form_at_order_two():
-    """Seed 004's sleigh: (u, ω, θ) of the closed form at t = 1, order 2 (DLA)."""
+    """[Goicolea]'s sleigh: (u, ω, θ) of the closed form at t = 1, order 2 (DLA)."""
     sleigh = ChaplyginSleigh()
     system, y0 = sleigh.system(), sleigh.initial_state(u0=0.5, omega0=1.0, theta0=0.3)
     u, w, th, _ = sleigh.closed_form(1.0, 0.5, 1.0, 0.3)
@@ -209,7 +208,7 @@ def test_chaplygin_sleigh_closed_form_at_order_two():
 
 
 def test_rheonomic_closed_forms_at_order_two():
-    """Time-dependent systems of seed 001: the bead on the rotating wire (holonomic, (139)) and
+    """Time-dependent systems of [Zanella]: the bead on the rotating wire (holonomic, (139)) and
     the pursuit curve (nonholonomic, (190)), both evaluated at the quadrature's times."""
     bead = BeadOnRotatingWire()
     r, rdot = bead.closed_form(1.0, 1.0, 0.0)
@@ -244,7 +243,7 @@ def test_mixed_holonomic_and_nonholonomic_stack():
 
 @pytest.mark.parametrize("quadrature", ["midpoint", "trapezoid"])
 def test_forces_by_discrete_lagrange_dalembert(quadrature):
-    """Damping enters through the discrete forces f_d^± (Marsden & West §3.2): the damped
+    """Damping enters through the discrete forces f_d^± ([MW] §3.2): the damped
     oscillator's closed form at order 2; undamped, the midpoint variational integrator is the
     implicit midpoint rule and keeps the quadratic energy to round-off."""
     errors = []

@@ -7,7 +7,7 @@ from ._base import AbstractSolver
 
 
 class Multipliers(AbstractSolver):
-    """Classical Lagrange multipliers (seeds 001, 004), for generalized and non-ideal constraints.
+    """Classical Lagrange multipliers ([Zanella], [Goicolea]), for generalized and non-ideal constraints.
 
     Solves the augmented system $M a - C^\\top\\lambda = Q + F^0$, $A a = b$: the constraint force
     is $F^c = F^0 + C^\\top\\lambda \\in F^0 + \\mathcal{W}^0$

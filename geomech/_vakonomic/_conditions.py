@@ -1,4 +1,4 @@
-"""The conditions of seed 002 (Talamucci) comparing vakonomic and Četaev dynamics: condition (57),
+"""The conditions of [Talamucci] comparing vakonomic and Četaev dynamics: condition (57),
 the maps between the multipliers $\\lambda$ and $\\mu$, and the transpositional relation (54)."""
 
 from collections.abc import Callable
@@ -62,7 +62,7 @@ def condition_57(
 
     (57) is an acceleration-level condition: it is evaluated along a motion, at the acceleration
     `acceleration` (Četaev's $X_R$ by default). Where it holds along the Četaev motion, model B1
-    reproduces that motion for every $\\mu_0$ (note §7.4). Batch along a trajectory with
+    reproduces that motion for every $\\mu_0$ ([Talamucci] Prop. 4 along one motion). Batch along a trajectory with
     `jax.vmap`.
 
     **Arguments:**
@@ -93,7 +93,7 @@ def lambda_from_mu(
 ) -> Float[Array, " k"]:
     """Četaev multipliers from vakonomic ones where (57) holds:
     $\\lambda_\\sigma = -\\dot\\mu_\\sigma - \\sum_\\nu \\mu_\\nu \\varrho_{\\nu\\sigma}$
-    (note §7.4; Prop. 1 with $\\rho = -\\varrho$). For exact constraints $g = \\dot f$,
+    ([Talamucci] Prop. 4 along one motion; Prop. 1 with $\\rho = -\\varrho$). For exact constraints $g = \\dot f$,
     $\\varrho = 0$ and $\\lambda = -\\dot\\mu$.
 
     `acceleration` as in `condition_57`. **Returns:** $\\lambda$, shape `(k,)`, with the Četaev
@@ -114,7 +114,7 @@ def mu_dot_from_lambda(
     acceleration: Float[Array, " n"] | None = None,
 ) -> Float[Array, " k"]:
     """The multiplier rate $\\dot\\mu = -\\lambda - \\varrho^\\top\\mu$ with which the vakonomic
-    solution follows the Četaev motion where (57) holds (note §7.4); `lam` defaults to Četaev's
+    solution follows the Četaev motion where (57) holds ([Talamucci] Prop. 4); `lam` defaults to Četaev's
     multipliers at `state`. **Returns:** $\\dot\\mu$, shape `(k,)`."""
     check_vakonomic_system(system, state, mu, t)
     _, rho, _ = _rho(system, state, t, acceleration, None)

@@ -1,6 +1,6 @@
 """Vakonomic dynamics beside Četaev's, for constraints $g(t, q, v) = 0$ nonlinear in $v$.
 
-Seed 002 (Talamucci) and `notes/seed-002-methods.md`. Četaev's dynamics is the constrained
+[Talamucci]. Četaev's dynamics is the constrained
 field $X_R$ of the core with $\\mathcal{W} = \\mathcal{D} = \\ker \\partial g/\\partial v$ (paper
 (52), first group). Vakonomic dynamics (model B1, paper (58)) is a *different* dynamics: the
 Euler–Lagrange equations of $L + \\mu \\cdot g$ with the multipliers $\\mu$ as state variables,
@@ -138,7 +138,7 @@ def vakonomic_acceleration(
     throw: bool = True,
     impasse_tol: float | None = None,
 ) -> tuple[Float[Array, " n"], Float[Array, " k"]]:
-    """The vakonomic acceleration and multiplier rate at one state (seed 002, (58)).
+    """The vakonomic acceleration and multiplier rate at one state ([Talamucci] (58)).
 
     Solves $\\begin{pmatrix} M_\\mu & G^\\top \\\\ G & 0\\end{pmatrix}\\binom{a}{\\dot\\mu} =
     \\binom{f_\\mu}{b}$, the Euler–Lagrange equations $\\mathcal{D}(L + \\mu\\cdot g) = F^e$
@@ -193,7 +193,7 @@ def vakonomic_energy(
     system: LagrangianSystem, state: State, mu: Float[Array, " k"], t: RealScalarLike = 0.0
 ) -> Float[Array, ""]:
     """The energy of $L_\\mu = L + \\mu\\cdot g$: $E_{vak} = v\\cdot\\partial_v L_\\mu - L_\\mu$
-    (note §9.5).
+    (from [Talamucci] (58)).
 
     Conserved along vakonomic motions of autonomous systems without external force (on $g = 0$,
     $\\tfrac{d}{dt}E_{vak} = -\\dot\\mu\\cdot g = 0$). Equal to $E_L$ when $g$ is homogeneous in

@@ -169,7 +169,7 @@ def simulate_vakonomic(
     sharding=None,
     max_output_bytes: int | None = DEFAULT_MAX_OUTPUT_BYTES,
 ) -> VakonomicSolution:
-    """Integrate the vakonomic dynamics (seed 002, (58)) on the extended state $(q, v, \\mu)$.
+    """Integrate the vakonomic dynamics ([Talamucci] (58)) on the extended state $(q, v, \\mu)$.
 
     Shares `gm.simulate`'s machinery: stabilization acts on $(q, v)$ only (Baumgarte on $G a = b$,
     or projection onto $g = 0$; $\\mu$ is never projected), ensembles are one vmapped call with a

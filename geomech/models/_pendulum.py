@@ -1,4 +1,4 @@
-"""Pendulums and chains of seed 001 (§1.1, §3.1–§3.3), in redundant coordinates with multipliers."""
+"""Pendulums and chains of [Zanella] (§1.1, §3.1–§3.3), in redundant coordinates with multipliers."""
 
 from typing import ClassVar
 
@@ -32,13 +32,13 @@ def _planar_velocities(lengths, angles, rates):
 
 
 class CartesianPendulum(AbstractModel):
-    """Seed 001 §1.1: a point mass $m$ on a massless rod of length $l$, in Cartesian $(x, y)$.
+    """[Zanella] §1.1: a point mass $m$ on a massless rod of length $l$, in Cartesian $(x, y)$.
 
-    Axes as in seed 001: $x$ points **down**, gravity is $+g\\hat x$, so $L = \\tfrac12 m|v|^2 + m g x$.
+    Axes as in [Zanella]: $x$ points **down**, gravity is $+g\\hat x$, so $L = \\tfrac12 m|v|^2 + m g x$.
     `form="holonomic"` imposes $h = x^2 + y^2 - l^2 = 0$; `form="linear"` the row $x\\dot x + y\\dot y = 0$
-    of seed 001 (half the gradient of $h$, so its multiplier is twice the holonomic one).
+    of [Zanella] (half the gradient of $h$, so its multiplier is twice the holonomic one).
     The tension is $m(|v|^2/l + g x/l)$ along $-\\hat r$; with the row $(x, y)$ the multiplier is
-    $\\lambda = -m(|v|^2 + g x)/l^2$ (seed 001 (72)).
+    $\\lambda = -m(|v|^2 + g x)/l^2$ ([Zanella] (72)).
     """
 
     m: RealScalarLike = 1.0
@@ -46,7 +46,7 @@ class CartesianPendulum(AbstractModel):
     g: RealScalarLike = 9.81
     form: str = eqx.field(default="holonomic", static=True)
 
-    description: ClassVar[str] = "simple pendulum in Cartesian (x, y), x down (seed 001 §1.1, §3.1)"
+    description: ClassVar[str] = "simple pendulum in Cartesian (x, y), x down ([Zanella] §1.1, §3.1)"
     coordinates: ClassVar[tuple[str, ...]] = ("x", "y")
     units: ClassVar[tuple[str, ...]] = ("m", "m")
     time_unit: ClassVar[str] = "s"
@@ -83,7 +83,7 @@ class CartesianPendulum(AbstractModel):
 
 
 class PolarPendulum(AbstractModel):
-    """Seed 001 §3.2: the simple pendulum in polar $(\\rho, \\varphi)$ with the constraint $\\rho = l$.
+    """[Zanella] §3.2: the simple pendulum in polar $(\\rho, \\varphi)$ with the constraint $\\rho = l$.
 
     $\\varphi$ is measured from the downward vertical; $L = \\tfrac12 m(\\dot\\rho^2 + \\rho^2\\dot\\varphi^2)
     + m g \\rho\\cos\\varphi$ (78), $h = \\rho - l$ (79), so the multiplier is
@@ -94,7 +94,7 @@ class PolarPendulum(AbstractModel):
     l: RealScalarLike = 1.0
     g: RealScalarLike = 9.81
 
-    description: ClassVar[str] = "simple pendulum in polar (rho, phi) with rho = l (seed 001 §3.2)"
+    description: ClassVar[str] = "simple pendulum in polar (rho, phi) with rho = l ([Zanella] §3.2)"
     coordinates: ClassVar[tuple[str, ...]] = ("rho", "phi")
     units: ClassVar[tuple[str, ...]] = ("m", "rad")
     time_unit: ClassVar[str] = "s"
@@ -121,12 +121,12 @@ class PolarPendulum(AbstractModel):
 
 
 class PlanarChain(AbstractModel):
-    """An $N$-link planar pendulum chain in Cartesian coordinates (seed 001 §3.3 generalized).
+    """An $N$-link planar pendulum chain in Cartesian coordinates ([Zanella] §3.3 generalized).
 
     Coordinates $q = (x_1, y_1, \\dots, x_N, y_N)$ of the $N$ bobs, $x$ pointing **down**, gravity
     $+g\\hat x$: $L = \\sum_i \\tfrac12 m_i|\\dot r_i|^2 + m_i g x_i$ (85). Holonomic constraints
     $h_i = \\tfrac12(|r_i - r_{i-1}|^2 - l_i^2)$ with $r_0 = 0$ (86); the factor $\\tfrac12$ makes the
-    rows those of (87), so the multipliers are seed 001's $\\lambda_i$ in (91) and the pull of link $i$
+    rows those of (87), so the multipliers are [Zanella]'s $\\lambda_i$ in (91) and the pull of link $i$
     on bob $i$ is $\\lambda_i (r_i - r_{i-1})$.
 
     **Arguments:** `N` (number of links, static), `masses` and `lengths` (shape `(N,)`, default ones), `g`.
@@ -137,7 +137,7 @@ class PlanarChain(AbstractModel):
     g: RealScalarLike = 9.81
 
     description: ClassVar[str] = (
-        "N-link planar pendulum chain in Cartesian coordinates, x down (seed 001 §3.3)"
+        "N-link planar pendulum chain in Cartesian coordinates, x down ([Zanella] §3.3)"
     )
     time_unit: ClassVar[str] = "s"
     path_coordinates: ClassVar[tuple[int, int] | None] = None
@@ -191,7 +191,7 @@ class PlanarChain(AbstractModel):
 
 
 class DoublePendulum(AbstractModel):
-    """Seed 001 §3.3: the double pendulum in Cartesian $(x_1, y_1, x_2, y_2)$, $x$ down.
+    """[Zanella] §3.3: the double pendulum in Cartesian $(x_1, y_1, x_2, y_2)$, $x$ down.
 
     $L$ (85), constraints (86) halved so that the rows are (87) and the multipliers are those of (91):
     $m_1\\ddot x_1 = m_1 g + \\lambda_1 x_1 + \\lambda_2(x_1 - x_2)$, etc. The `PlanarChain` with $N = 2$.
@@ -203,7 +203,7 @@ class DoublePendulum(AbstractModel):
     l2: RealScalarLike = 1.0
     g: RealScalarLike = 9.81
 
-    description: ClassVar[str] = "double pendulum in Cartesian coordinates, x down (seed 001 §3.3)"
+    description: ClassVar[str] = "double pendulum in Cartesian coordinates, x down ([Zanella] §3.3)"
     coordinates: ClassVar[tuple[str, ...]] = ("x1", "y1", "x2", "y2")
     units: ClassVar[tuple[str, ...]] = ("m", "m", "m", "m")
     time_unit: ClassVar[str] = "s"

@@ -1,4 +1,4 @@
-"""Time-dependent (rheonomic) models of seed 001: the bead on a rotating wire and the pursuit problem."""
+"""Time-dependent (rheonomic) models of [Zanella]: the bead on a rotating wire and the pursuit problem."""
 
 from typing import ClassVar
 
@@ -12,7 +12,7 @@ from ._base import AbstractModel
 
 
 class BeadOnRotatingWire(AbstractModel):
-    """Seed 001 §5.4: a bead of mass $m$ sliding on a straight wire through the fixed point $A$ (the
+    """[Zanella] §5.4: a bead of mass $m$ sliding on a straight wire through the fixed point $A$ (the
     origin), at angle $\\theta_0$ from the vertical, turning about the vertical at constant $\\omega$.
 
     Cartesian $q = (x, y, z)$ with $z$ pointing **down** and gravity $+g\\hat z$:
@@ -33,7 +33,7 @@ class BeadOnRotatingWire(AbstractModel):
     g: RealScalarLike = 9.81
 
     description: ClassVar[str] = (
-        "bead on a wire rotating about the vertical, rheonomic (seed 001 §5.4)"
+        "bead on a wire rotating about the vertical, rheonomic ([Zanella] §5.4)"
     )
     coordinates: ClassVar[tuple[str, ...]] = ("x", "y", "z")
     units: ClassVar[tuple[str, ...]] = ("m", "m", "m")
@@ -96,7 +96,7 @@ class BeadOnRotatingWire(AbstractModel):
 
 
 class Pursuit(AbstractModel):
-    """Seed 001 §6.1: a particle whose velocity always points at $Q = (0, ut)$ (the pursuit problem).
+    """[Zanella] §6.1: a particle whose velocity always points at $Q = (0, ut)$ (the pursuit problem).
 
     $q = (x, y)$, $L = \\tfrac12 m|v|^2$ (168); the time-dependent nonholonomic constraint is
     $(ut - y)\\dot x + x\\dot y = 0$ (167), the row $(ut - y, x)$, so (169) reads
@@ -111,7 +111,7 @@ class Pursuit(AbstractModel):
     speed: RealScalarLike = 1.0
 
     description: ClassVar[str] = (
-        "pursuit problem: velocity aimed at Q = (0, u t), time-dependent nonholonomic (seed 001 §6.1)"
+        "pursuit problem: velocity aimed at Q = (0, u t), time-dependent nonholonomic ([Zanella] §6.1)"
     )
     coordinates: ClassVar[tuple[str, ...]] = ("x", "y")
     units: ClassVar[tuple[str, ...]] = ("", "")

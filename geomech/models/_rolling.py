@@ -1,4 +1,4 @@
-"""Knife edges and rolling bodies: the sleigh of seed 004, the rolling disk, the hoop on an incline."""
+"""Knife edges and rolling bodies: the sleigh of [Goicolea], the rolling disk, the hoop on an incline."""
 
 from typing import ClassVar
 
@@ -28,7 +28,7 @@ def _disk_generators(q):
 
 
 class ChaplyginSleigh(AbstractSymmetricModel):
-    """Seed 004 Ex. 7.1/7.7: two particles of mass $m$ joined by a massless rod of length $l$, with a
+    """[Goicolea] Ex. 7.1/7.7: two particles of mass $m$ joined by a massless rod of length $l$, with a
     knife edge at $A$ (the Chaplygin sleigh), on a smooth horizontal plane.
 
     $q = (x, y, \\theta)$: centre of mass $G$ and the rod's angle to the $x$ axis; $A = G - \\tfrac l2\\hat e_1$
@@ -49,7 +49,7 @@ class ChaplyginSleigh(AbstractSymmetricModel):
     l: RealScalarLike = 1.0
 
     description: ClassVar[str] = (
-        "knife-edge (Chaplygin) sleigh, two masses on a rod (seed 004 Ex. 7.1/7.7)"
+        "knife-edge (Chaplygin) sleigh, two masses on a rod ([Goicolea] Ex. 7.1/7.7)"
     )
     coordinates: ClassVar[tuple[str, ...]] = ("x", "y", "theta")
     units: ClassVar[tuple[str, ...]] = ("", "", "rad")
@@ -186,7 +186,7 @@ class RollingDisk(AbstractSymmetricModel):
 
 
 class RollingHoop(AbstractModel):
-    """Seed 004 Ex. 7.6: a hoop (radius $r$, mass $m$) rolling without slipping down a line inclined at $\\alpha$.
+    """[Goicolea] Ex. 7.6: a hoop (radius $r$, mass $m$) rolling without slipping down a line inclined at $\\alpha$.
 
     $q = (x, \\theta)$, $x$ measured **down** the incline. $L = \\tfrac12 m\\dot x^2 + \\tfrac12 m r^2\\dot\\theta^2
     + m g x\\sin\\alpha$ (the printed $\\sec\\alpha$ is an OCR error for $\\sin\\alpha$). The rolling condition is
@@ -201,7 +201,7 @@ class RollingHoop(AbstractModel):
     g: RealScalarLike = 9.81
 
     description: ClassVar[str] = (
-        "hoop rolling down an incline, rolling kept as a constraint (seed 004 Ex. 7.6)"
+        "hoop rolling down an incline, rolling kept as a constraint ([Goicolea] Ex. 7.6)"
     )
     coordinates: ClassVar[tuple[str, ...]] = ("x", "theta")
     units: ClassVar[tuple[str, ...]] = ("m", "rad")
