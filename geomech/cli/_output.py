@@ -203,12 +203,11 @@ def _machine() -> dict:
 
 
 def write(
-    path: pathlib.Path, setup, sol, summary: dict, argv, *, energy_conserved: bool
+    path: pathlib.Path, setup, sol, summary: dict, argv, *, results, energy_conserved: bool
 ) -> list[str]:
-    """Write the run into `path` (checked by `prepare`); returns the lines to print."""
+    """Write the run into `path` (checked by `prepare`); `results` names each trajectory's
+    `diffrax.RESULTS` code. Returns the lines to print."""
     import numpy as np
-
-    from ._run import result_names
 
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=path))
     lines, files = [], []
@@ -222,7 +221,7 @@ def write(
             energy=np.asarray(sol.energy),
             constraint_residual=np.asarray(sol.constraint_residual),
             position_residual=np.asarray(sol.position_residual),
-            result=np.asarray(result_names(sol)),  # diffrax.RESULTS names per trajectory
+            result=np.asarray(results),  # diffrax.RESULTS names per trajectory
             labels=np.asarray(setup.labels),
             units=np.asarray(setup.model.units),
         )

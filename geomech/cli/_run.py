@@ -239,7 +239,13 @@ def cmd_run(args, argv) -> int:
     print(table(rows))
     if args.out:
         for line in _output.write(
-            args.out_dir, setup, sol, summary, argv, energy_conserved=conserved
+            args.out_dir,
+            setup,
+            sol,
+            summary,
+            argv,
+            results=result_names(sol),
+            energy_conserved=conserved,
         ):
             print(f"  {line}")
     return 0 if summary["successful"] == batch else EXIT_FAILED
