@@ -69,6 +69,8 @@ DEFERRED = {
     "geomech.cli": ("jax", "numpy"),
     "geomech.cli._catalog": ("jax",),
     "geomech.cli._output": ("jax", "numpy"),
+    # ... and `geomech --help` shows where the compilation cache is
+    "geomech._cache": ("jax",),
     # the pre-0.7 location of shard_map, only on old JAX
     "geomech._engine": ("jax.experimental.shard_map",),
 }
