@@ -4,6 +4,7 @@ output directory, and its user errors (one line, exit status 2, no traceback).""
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -397,6 +398,22 @@ def test_ensemble_figures_have_the_expected_panels(name, conserved):
     assert drift.get_yscale() == "log"
     for line in drift.get_lines():  # no gaps: every drawn value is finite and positive
         assert np.all(np.isfinite(line.get_ydata())) and np.all(np.asarray(line.get_ydata()) > 0)
+
+
+@pytest.mark.parametrize("name", list(gmm.MODELS))
+def test_every_model_has_units_on_its_plot_axes(name):
+    """Coordinates, their path and time carry the model's units on every axis of `--out`'s plots
+    (the drift plot's vertical axis mixes the energy and the residuals: no single unit)."""
+    model = gmm.MODELS[name]()
+    assert model.time_unit and all(model.units), "every model declares its units"
+    setup = _setup.Setup(name, {}, model, model.system(), model.initial_state(), 0)
+    figs = _output.figures(setup, _fake_ensemble(model, B=3, T=5), energy_conserved=True)
+    labels = [ax.get_ylabel() for ax in figs["trajectory"].axes if ax.get_visible()]
+    labels += [ax.get_xlabel() for fig in figs.values() for ax in fig.axes if ax.get_xlabel()]
+    if "path" in figs:
+        labels += [figs["path"].axes[0].get_ylabel()]
+    units = [*model.units, model.time_unit]
+    assert labels and all(re.search(r" \[(.+)\]$", label)[1] in units for label in labels), labels
 
 
 # -- the persistent compilation cache ---------------------------------------------------------
