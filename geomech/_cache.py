@@ -86,12 +86,9 @@ _SETTINGS = (
 
 
 @contextlib.contextmanager
-def compilation_cache(path=None, *, enable: bool = True):
+def compilation_cache(path=None):
     """`enable_compilation_cache(path)` for the duration of a `with` block (JAX's settings are
-    restored after it); yields the directory, or `None` where `enable` is false."""
-    if not enable:
-        yield None
-        return
+    restored after it); yields the directory."""
     import jax
     from jax.experimental.compilation_cache import compilation_cache as jax_cache
 

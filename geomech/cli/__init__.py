@@ -14,6 +14,7 @@ trajectories (or solvers that disagree, for `compare`), 2 bad input, with a one-
 no traceback, 130 interrupted (Ctrl-C).
 """
 
+import contextlib
 import os
 import signal
 import sys
@@ -69,6 +70,18 @@ def _command(name: str):
     return cmd_demo
 
 
+def _enter_cache(stack: contextlib.ExitStack):
+    """JAX's persistent compilation cache for this command (restored after it, for a caller in the
+    same process); a directory that cannot be created is a warning, not an error."""
+    from .. import _cache
+
+    try:
+        return stack.enter_context(_cache.compilation_cache())
+    except ValueError as e:
+        print(f"geomech: warning: {e} Running without it (--no-cache).", file=sys.stderr)
+        return None
+
+
 def _one_line(e: BaseException) -> str:
     for line in str(e).strip().splitlines():
         line = line.strip()
@@ -104,10 +117,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             float32 = args.float32 or getattr(args, "float32_sub", False)
             jax.config.update("jax_enable_x64", not float32)
-        from .. import _cache
-
-        enable = args.command != "list" and not getattr(args, "no_cache", False)
-        with _cache.compilation_cache(enable=enable) as args.cache_dir:
+        with contextlib.ExitStack() as stack:
+            args.cache_dir = None
+            if args.command != "list" and not getattr(args, "no_cache", False):
+                args.cache_dir = _enter_cache(stack)
             return _command(args.command)(args, argv)
     except UsageError as e:
         print(f"geomech: error: {e}", file=sys.stderr)

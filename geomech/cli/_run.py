@@ -159,7 +159,7 @@ def cache_row(cache_dir, before: dict) -> tuple[str, dict]:
     requests, hits = now["requests"] - before["requests"], now["hits"] - before["hits"]
     record = {"dir": None if cache_dir is None else str(cache_dir), "programs": requests}
     if cache_dir is None:
-        return "off (--no-cache)", record
+        return "off", record
     record["from_cache"] = hits
     return f"{hits} of {requests} compiled programs loaded from {cache_dir}", record
 
