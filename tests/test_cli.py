@@ -334,6 +334,16 @@ def test_concurrent_runs_never_lose_files(tmp_path):
     assert sorted(f.name for f in reported) == sorted(listed)
 
 
+def test_ctrl_c_while_files_are_moved_in_takes_effect_after_the_last_one():
+    moved = []
+    with pytest.raises(KeyboardInterrupt):
+        with _output._uninterrupted():
+            os.kill(os.getpid(), signal.SIGINT)
+            for f in range(100_000):  # bytecodes at which Python would run the handler
+                moved.append(f)
+    assert len(moved) == 100_000
+
+
 def test_sigint_during_start_up_exits_130(tmp_path):
     """Ctrl-C at several moments of start-up (imports, tracing, compilation): status 130, no crash."""
     for delay in (0.3, 1.0, 2.0, 3.0, 4.0):
