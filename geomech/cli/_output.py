@@ -345,11 +345,14 @@ def write(claim: Claim, setup, sol, summary: dict, argv, *, results, energy_cons
         }
         (tmp / manifest).write_text(json.dumps(record, indent=2) + "\n")
         with _uninterrupted():
-            for old in _earlier_run(path, name):  # replace the earlier run (prepare allowed it)
+            # the earlier run's files that this one does not replace go first (prepare allowed
+            # it), the summary comes before the files it lists: a run of another model checking
+            # the directory meanwhile finds every file listed in some summary
+            for old in set(_earlier_run(path, name)) - {*written, manifest}:
                 (path / old).unlink(missing_ok=True)
-            for f in [*written, manifest]:
+            for f in [manifest, *written]:
                 os.replace(tmp / f, path / f)
-                lines.append(f"wrote {path / f}")
+            lines += [f"wrote {path / f}" for f in [*written, manifest]]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         claim.release()
