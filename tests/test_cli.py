@@ -283,6 +283,13 @@ def test_out_is_checked_before_simulating(capsys, tmp_path, monkeypatch):
     assert code == cli.EXIT_USER_ERROR and "is a file" in err
     assert (tmp_path / "notes.txt").read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # no lock left behind
+    other = tmp_path / "other"  # a file of pendulum's name that no pendulum run lists
+    other.mkdir()
+    (other / "pendulum.npz").write_text("")
+    listed = {"files": ["pendulum.npz", "sleigh_summary.json"]}
+    (other / "sleigh_summary.json").write_text(json.dumps(listed))
+    code, _, err = run(capsys, "run", "pendulum", "--out", str(other), "--overwrite")
+    assert code == cli.EXIT_USER_ERROR and "summary does not list (pendulum.npz)" in err
 
 
 def test_models_share_out_and_overwrite_replaces_a_run_of_the_same_model(capsys, tmp_path):

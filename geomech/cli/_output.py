@@ -132,11 +132,12 @@ def prepare(out: str, overwrite: bool, name: str) -> Claim:
                 f"--out {out} holds an earlier run of {name} ({', '.join(clash)}): pass "
                 "--overwrite to replace it, or choose another directory."
             )
-        if set(clash) - set(_earlier_run(path, name)):
+        unlisted = sorted(set(clash) - set(_earlier_run(path, name)))
+        if unlisted:
             raise UsageError(
                 f"--out {out} holds files of {name} that its summary does not list "
-                f"({', '.join(sorted(set(clash) - set(_earlier_run(path, name))))}); --overwrite "
-                "only replaces an earlier run: choose another directory."
+                f"({', '.join(unlisted)}); --overwrite only replaces an earlier run: choose "
+                "another directory."
             )
     except BaseException:
         claim.release()
