@@ -35,6 +35,7 @@ from ._bundle import (
 from ._bundle import (
     vertical_lift_inverse as vertical_lift_inverse,
 )
+from ._cache import enable_compilation_cache as enable_compilation_cache
 from ._checks import Failure as Failure
 from ._constraint import (
     AbstractConstraint as AbstractConstraint,

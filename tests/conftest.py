@@ -1,11 +1,17 @@
+import atexit
 import gc
 import os
+import shutil
+import tempfile
 
 import jax
 import jaxtyping
 import pytest
 
 jax.config.update("jax_enable_x64", True)
+# the `geomech` command keeps compiled programs in the user's cache directory: never in the tests
+os.environ["GEOMECH_CACHE_DIR"] = tempfile.mkdtemp(prefix="geomech-test-cache-")
+atexit.register(shutil.rmtree, os.environ["GEOMECH_CACHE_DIR"], True)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -14,7 +20,11 @@ def pytest_cmdline_main(config):
     functions are reused — unless `-n` is given or xdist is off (`-p no:xdist`). Only in the
     controlling process: a worker must not start workers of its own."""
     worker = hasattr(config, "workerinput") or "PYTEST_XDIST_WORKER" in os.environ
-    if not worker and config.pluginmanager.hasplugin("xdist") and config.option.numprocesses is None:
+    if (
+        not worker
+        and config.pluginmanager.hasplugin("xdist")
+        and config.option.numprocesses is None
+    ):
         config.option.numprocesses = 2
         config.option.dist = "loadfile"
 

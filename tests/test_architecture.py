@@ -4,6 +4,7 @@ testing concrete classes."""
 
 import ast
 import pathlib
+import sys
 
 import pytest
 
@@ -39,10 +40,40 @@ def _resolve(module: str, path: pathlib.Path, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def _module_level_imports(module, path, tree):
-    for node in tree.body:  # module level only: imports inside functions are lazy on purpose
+def _imports(module, path, tree):
+    """Every import of the module, at module level or inside a function: `(node, source)` with the
+    absolute names it reads from (`import a.b` reads `a.b`)."""
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            yield node, _resolve(module, path, node)
+            yield node, [_resolve(module, path, node)]
+        elif isinstance(node, ast.Import):
+            yield node, [alias.name for alias in node.names]
+
+
+def _function_level(tree):
+    """The import statements inside functions (and other nested bodies)."""
+    top = {id(node) for node in tree.body}
+    return [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in top
+    ]
+
+
+# Imports a function may defer: optional dependencies (extras), and the deliberate exceptions
+# named here with their reason. Imports of geomech's own modules inside functions are allowed and
+# counted in the import graph like any other.
+OPTIONAL = ("matplotlib", "sympy", "tqdm", "mujoco")
+DEFERRED = {
+    # `geomech --help`, `list` and argument errors answer without importing JAX (tests/test_cli.py)
+    "geomech.cli": ("jax", "numpy"),
+    "geomech.cli._catalog": ("jax",),
+    "geomech.cli._output": ("jax", "numpy"),
+    # ... and `geomech --help` shows where the compilation cache is
+    "geomech._cache": ("jax",),
+    # the pre-0.7 location of shard_map, only on old JAX
+    "geomech._engine": ("jax.experimental.shard_map",),
+}
 
 
 MODULES = list(_modules())
@@ -65,31 +96,80 @@ def test_no_private_names_imported_from_sibling_modules():
     assert not offenders, "\n".join(offenders)
 
 
-def test_import_graph_has_no_cycles():
-    graph = {m: set() for m in NAMES}
-    for module, path, tree in MODULES:
-        for node, source in _module_level_imports(module, path, tree):
-            targets = [source] + [f"{source}.{a.name}" for a in node.names]
-            graph[module].update(t for t in targets if t in NAMES and t != module)
+def _graph(modules) -> dict[str, set[str]]:
+    """Module -> the package modules it imports, at module level or inside a function (a deferred
+    import runs all the same)."""
+    names = {m for m, _, _ in modules}
+    graph = {m: set() for m in names}
+    for module, path, tree in modules:
+        for node, sources in _imports(module, path, tree):
+            targets = list(sources)
+            if isinstance(node, ast.ImportFrom):
+                targets += [f"{sources[0]}.{a.name}" for a in node.names]
+            graph[module].update(t for t in targets if t in names and t != module)
+    return graph
+
+
+def _cycle(graph) -> list[str] | None:
+    """An import cycle of `graph`, or `None` (a package's `__init__` importing its own submodules,
+    which import names from it, is not a cycle)."""
     state = {}
 
     def visit(m, stack):
         if state.get(m) == "done":
-            return
+            return None
         if state.get(m) == "open":
-            pytest.fail("import cycle: " + " -> ".join([*stack[stack.index(m):], m]))
+            return [*stack[stack.index(m) :], m]
         state[m] = "open"
         for n in sorted(graph[m]):
-            # a package's __init__ importing its own submodules is not a cycle of the graph
-            if not module_is_parent(n, m):
-                visit(n, [*stack, m])
+            found = None if m.startswith(n + ".") else visit(n, [*stack, m])
+            if found:
+                return found
         state[m] = "done"
-
-    def module_is_parent(parent, child):
-        return child.startswith(parent + ".")
+        return None
 
     for m in sorted(graph):
-        visit(m, [])
+        if found := visit(m, []):
+            return found
+    return None
+
+
+def test_import_graph_has_no_cycles():
+    cycle = _cycle(_graph(MODULES))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_a_cycle_through_an_import_inside_a_function_is_found(tmp_path):
+    """The check can fail: `b` imports `a` at module level, `a` imports `b` inside a function."""
+    sources = {
+        "pkg": "",
+        "pkg.a": "def f():\n    from .b import g\n",
+        "pkg.b": "import os\nfrom . import a\n",
+    }
+    modules = [
+        (m, tmp_path / ("__init__.py" if m == "pkg" else m[4:] + ".py"), ast.parse(text))
+        for m, text in sources.items()
+    ]
+    assert _cycle(_graph(modules)) == ["pkg.a", "pkg.b", "pkg.a"]
+    modules[1] = ("pkg.a", modules[1][1], ast.parse("def f():\n    import os\n"))
+    assert _cycle(_graph(modules)) is None
+
+
+def test_imports_inside_functions_are_optional_or_named():
+    """A function imports lazily only geomech's own modules (in the graph above), the standard
+    library, an optional dependency, or an exception listed in `DEFERRED`."""
+    offenders = []
+    for module, path, tree in MODULES:
+        allowed = OPTIONAL + DEFERRED.get(module, ())
+        for node in _function_level(tree):
+            (sources,) = [s for n, s in _imports(module, path, node) if n is node]
+            for source in sources:
+                top = source.split(".")[0]
+                if top == "geomech" or top in sys.stdlib_module_names:
+                    continue
+                if not any(source == a or source.startswith(a + ".") for a in allowed):
+                    offenders.append(f"{module}:{node.lineno} imports {source} inside a function")
+    assert not offenders, "\n".join(offenders)
 
 
 @pytest.mark.parametrize("module", [m for m, _, _ in MODULES if m != "geomech"])

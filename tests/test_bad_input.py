@@ -367,6 +367,10 @@ CASES: list[tuple[str, Callable, object]] = [
     ("cli-param-unknown", _cli("run", "pendulum", "--param", "mass=2"), exits(2, r"no parameter 'mass'")),
     ("cli-states", _cli("compare", "sleigh", "--states", "0"), exits(2, r"--states: must be >= 1")),
     ("cli-unknown-command", _cli("frobnicate"), exits(2, r"invalid choice")),
+    ("cli-model-typo", _cli("run", "pendulm"), exits(2, r"did you mean pendulum\?")),
+    ("cli-max-steps-huge", _cli("run", "pendulum", "--max-steps", "1e20"), exits(2, r"--max-steps: must be <= 2147483647")),
+    ("cli-seed-huge", _cli("run", "pendulum", "--seed", "1e30"), exits(2, r"--seed: must be <= 4294967295")),
+    ("cli-t1-before-t0", _cli("run", "pendulum", "--t1", "-5"), exits(2, r"--t1 must be after the start time t0 = 0")),
     # gm.from_sympy
     ("sympy-unsupported-function", _sym(SYM_FREE - sp.besselj(0, X)), raises(ValueError, r"besselj, which SymPy's JAX printer")),
     ("sympy-complex", _sym(SYM_FREE + sp.I * X), raises(ValueError, r"imaginary unit")),

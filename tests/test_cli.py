@@ -2,9 +2,14 @@
 output directory, and its user errors (one line, exit status 2, no traceback)."""
 
 import json
+import os
+import pathlib
+import re
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 import types
 import warnings
 
@@ -17,6 +22,7 @@ import pytest
 
 import geomech as gm
 import geomech.models as gmm
+from geomech import _cache as gm_cache
 from geomech import cli
 from geomech.cli import _catalog, _output, _run, _setup
 
@@ -51,6 +57,9 @@ HEAVY = ("jax", "jaxlib", "diffrax", "equinox", "geomech.models", "matplotlib")
         (["run", "no_such_model"], 2),
         (["run", "pendulum", "--points", "1"], 2),
         (["run", "pendulum", "--param", "mass=2"], 2),
+        (["run", "pendulum", "--t1", "-5"], 2),
+        (["run", "pendulm"], 2),
+        (["run", "pendulum", "--max-steps", "1e20"], 2),
         (["compare", "sleigh", "--states", "0"], 2),
     ],
 )
@@ -130,11 +139,13 @@ def test_run_writes_consistent_outputs(capsys, tmp_path, name):
     code, out, err = run(
         capsys, "run", name, "--t1", "0.3", "--points", "21", "--out", str(tmp_path)
     )
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    summary = json.loads((tmp_path / f"{name}_summary.json").read_text())
     assert summary["successful"] == 1 and code == 0, err  # the model integrated
     model = gmm.MODELS[name]()
-    pngs = ["trajectory.png", "drift.png"] + (["path.png"] if model.path_coordinates else [])
-    assert sorted(summary["files"]) == sorted([f"{name}.npz", f"{name}.csv", "summary.json", *pngs])
+    plots = ["trajectory", "drift"] + (["path"] if model.path_coordinates else [])
+    pngs = [f"{name}_{p}.png" for p in plots]
+    written = [f"{name}.npz", f"{name}.csv", f"{name}_summary.json", *pngs]
+    assert sorted(summary["files"]) == sorted(written)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(summary["files"])
     for png in pngs:
         assert (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
@@ -161,7 +172,7 @@ def test_run_matches_simulate(capsys, tmp_path, name):
     assert code == 0, err
     model, ts, sol = _simulate_like_cli(name, 0.3)
     data = np.load(tmp_path / f"{name}.npz")
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    summary = json.loads((tmp_path / f"{name}_summary.json").read_text())
     np.testing.assert_allclose(data["ts"], ts, rtol=1e-15)
     np.testing.assert_allclose(data["q"], sol.states.q, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(data["v"], sol.states.v, rtol=1e-9, atol=1e-12)
@@ -199,18 +210,18 @@ def test_run_ensemble_writes_long_csv(capsys, tmp_path):
     residual = jax.vmap(jax.vmap(system.constraint_residual))(gm.State(data["q"], data["v"]))
     np.testing.assert_allclose(residual, 0.0, atol=1e-7)  # every member starts and stays on C
     assert len({tuple(q) for q in data["q"][:, 0]}) == 5  # distinct initial states
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    summary = json.loads((tmp_path / "sleigh_summary.json").read_text())
     assert summary["command"] == "geomech " + " ".join(argv)
 
 
 def test_failed_trajectories_exit_1(capsys, tmp_path):
     code, out, _ = run(
-        capsys, "run", "pendulum", "--batch", "2", "--t1", "3", "--max-steps", "20",
+        capsys, "run", "pendulum", "--batch", "2", "--t1", "3", "--max-steps", "2e1",
         "--points", "5", "--out", str(tmp_path),
     )  # fmt: skip
     assert code == cli.EXIT_FAILED
     assert "max_steps" in out and "0 / 2 successful" in out
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    summary = json.loads((tmp_path / "pendulum_summary.json").read_text())
     assert summary["failures"] == {"max_steps_reached": [0, 1]}
     assert list(np.load(tmp_path / "pendulum.npz")["result"]) == ["max_steps_reached"] * 2
 
@@ -247,7 +258,7 @@ def test_without_matplotlib_data_is_written_and_plots_skipped(capsys, tmp_path, 
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "pendulum.csv",
         "pendulum.npz",
-        "summary.json",
+        "pendulum_summary.json",
     ]
 
 
@@ -267,21 +278,93 @@ def test_out_is_checked_before_simulating(capsys, tmp_path, monkeypatch):
     for extra in ([], ["--overwrite"]):
         code, _, err = run(capsys, "run", "pendulum", "--out", str(tmp_path), *extra)
         assert code == cli.EXIT_USER_ERROR and len(err.strip().splitlines()) == 1
-        assert ("not empty" if not extra else "no geomech run wrote (notes.txt)") in err
+        assert "no geomech run wrote (notes.txt)" in err
     code, _, err = run(capsys, "run", "pendulum", "--out", str(tmp_path / "notes.txt"))
     assert code == cli.EXIT_USER_ERROR and "is a file" in err
     assert (tmp_path / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # no lock left behind
+    other = tmp_path / "other"  # a file of pendulum's name that no pendulum run lists
+    other.mkdir()
+    (other / "pendulum.npz").write_text("")
+    listed = {"files": ["pendulum.npz", "sleigh_summary.json"]}
+    (other / "sleigh_summary.json").write_text(json.dumps(listed))
+    code, _, err = run(capsys, "run", "pendulum", "--out", str(other), "--overwrite")
+    assert code == cli.EXIT_USER_ERROR and "summary does not list (pendulum.npz)" in err
 
 
-def test_overwrite_replaces_an_earlier_run(capsys, tmp_path):
+def test_models_share_out_and_overwrite_replaces_a_run_of_the_same_model(capsys, tmp_path):
     short = ["--t1", "0.3", "--points", "5", "--out", str(tmp_path)]
     assert run(capsys, "run", "sleigh", *short)[0] == 0
-    assert (tmp_path / "path.png").exists()
-    code, _, err = run(capsys, "run", "pendulum", *short)
-    assert code == cli.EXIT_USER_ERROR and "--overwrite" in err
-    assert run(capsys, "run", "pendulum", *short, "--overwrite")[0] == 0
+    sleigh = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert "sleigh_path.png" in sleigh
+    assert run(capsys, "run", "pendulum", *short)[0] == 0  # another model: no --overwrite needed
+    code, _, err = run(capsys, "run", "pendulum", *short, "--t1", "0.2")
+    assert code == cli.EXIT_USER_ERROR and "earlier run of pendulum" in err and "--overwrite" in err
+    assert run(capsys, "run", "pendulum", *short, "--t1", "0.2", "--overwrite")[0] == 0
+    pendulum = ["pendulum.csv", "pendulum.npz", "pendulum_drift.png", "pendulum_summary.json"]
     files = sorted(p.name for p in tmp_path.iterdir())
-    assert files == ["drift.png", "pendulum.csv", "pendulum.npz", "summary.json", "trajectory.png"]
+    assert files == sorted([*sleigh, *pendulum, "pendulum_trajectory.png"])
+    assert all((tmp_path / f).read_bytes() == b for f, b in sleigh.items())  # untouched
+    assert json.loads((tmp_path / "pendulum_summary.json").read_text())["t1"] == 0.2
+
+
+def _geomech(*argv):
+    return subprocess.Popen(
+        [sys.executable, "-m", "geomech", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_concurrent_runs_never_lose_files(tmp_path):
+    """Three processes into the same new --out: the same model twice (one is refused, exit 2, while
+    the other runs or after it wrote) and another model at the same time (it keeps its files)."""
+    out = tmp_path / "new"
+    short = ["--t1", "0.01", "--points", "3", "--out", str(out)]
+    models = ("pendulum", "pendulum", "bead_on_wire")
+    procs = [_geomech("run", m, *short) for m in models]
+    done = [(p.wait(timeout=300), *p.communicate()) for p in procs]
+    assert sorted(code for code, _, _ in done[:2]) == [0, 2] and done[2][0] == 0, done
+    refused = next(err for code, _, err in done if code == 2)
+    assert "another geomech run of pendulum" in refused or "earlier run of pendulum" in refused
+    reported = [
+        pathlib.Path(line.split("wrote ", 1)[1])
+        for _, stdout, _ in done
+        for line in stdout.splitlines()
+        if line.strip().startswith("wrote ")
+    ]
+    assert {f.name for f in reported} >= {"pendulum.npz", "bead_on_wire.npz"}
+    assert all(f.is_file() for f in reported)  # nothing a run reported has disappeared
+    listed = [f for m in out.glob("*_summary.json") for f in json.loads(m.read_text())["files"]]
+    assert sorted(p.name for p in out.iterdir()) == sorted(listed)  # nothing else, no lock left
+    assert sorted(f.name for f in reported) == sorted(listed)
+
+
+def test_ctrl_c_while_files_are_moved_in_takes_effect_after_the_last_one():
+    moved = []
+    with pytest.raises(KeyboardInterrupt):
+        with _output._uninterrupted():
+            os.kill(os.getpid(), signal.SIGINT)
+            for f in range(100_000):  # bytecodes at which Python would run the handler
+                moved.append(f)
+    assert len(moved) == 100_000
+
+
+def test_sigint_during_start_up_exits_130(tmp_path):
+    """Ctrl-C at several moments of start-up (imports, tracing, compilation): status 130, no crash."""
+    for delay in (0.3, 1.0, 2.0, 3.0, 4.0):
+        out = tmp_path / str(delay)
+        p = _geomech("run", "pendulum", "--t1", "0.01", "--points", "3", "--out", str(out))
+        time.sleep(delay)
+        p.send_signal(signal.SIGINT)
+        code = p.wait(timeout=120)
+        _, err = p.communicate()
+        if code == 0:  # finished before the signal: nothing to interrupt
+            continue
+        assert code == cli.EXIT_INTERRUPTED, (delay, code, err[-2000:])
+        assert err.strip().splitlines()[-1] == "geomech: interrupted"
+        assert not [f.name for f in out.iterdir() if not f.name.startswith(".geomech-")]
 
 
 # -- ensemble figures: the panels a person wants (checked on the figure objects) --------------
@@ -334,6 +417,83 @@ def test_ensemble_figures_have_the_expected_panels(name, conserved):
         assert np.all(np.isfinite(line.get_ydata())) and np.all(np.asarray(line.get_ydata()) > 0)
 
 
+@pytest.mark.parametrize("name", list(gmm.MODELS))
+def test_every_model_has_units_on_its_plot_axes(name):
+    """Coordinates, their path and time carry the model's units on every axis of `--out`'s plots
+    (the drift plot's vertical axis mixes the energy and the residuals: no single unit)."""
+    model = gmm.MODELS[name]()
+    assert model.time_unit and all(model.units), "every model declares its units"
+    setup = _setup.Setup(name, {}, model, model.system(), model.initial_state(), 0)
+    figs = _output.figures(setup, _fake_ensemble(model, B=3, T=5), energy_conserved=True)
+    labels = [ax.get_ylabel() for ax in figs["trajectory"].axes if ax.get_visible()]
+    labels += [ax.get_xlabel() for fig in figs.values() for ax in fig.axes if ax.get_xlabel()]
+    if "path" in figs:
+        labels += [figs["path"].axes[0].get_ylabel()]
+    units = [*model.units, model.time_unit]
+    assert labels and all(re.search(r" \[(.+)\]$", label)[1] in units for label in labels), labels
+
+
+# -- the persistent compilation cache ---------------------------------------------------------
+
+
+def test_a_second_run_loads_compiled_programs_from_the_cache(tmp_path):
+    """Counted by JAX's cache events (`compilation_cache` in the summary), not timed; the cache is
+    a temporary directory (`GEOMECH_CACHE_DIR`), as for every test."""
+    cache = tmp_path / "cache"
+    env = {**os.environ, "GEOMECH_CACHE_DIR": str(cache)}
+    records = []
+    for i, extra in enumerate(([], [], ["--no-cache"])):
+        out = tmp_path / str(i)
+        argv = ["run", "pendulum", "--t1", "0.01", "--points", "3", "--out", str(out), *extra]
+        done = subprocess.run(
+            [sys.executable, "-m", "geomech", *argv],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        records.append(json.loads((out / "pendulum_summary.json").read_text()))
+        assert "compilation cache" in done.stdout
+        if i == 0:
+            stored = sorted(p.name for p in cache.iterdir())
+    first, second, off = (r["compilation_cache"] for r in records)
+    assert first["dir"] == second["dir"] == str(cache) and off["dir"] is None
+    assert first["programs"] > 0 and first["from_cache"] == 0 and stored
+    assert second["programs"] == first["programs"] and second["from_cache"] > 0
+    assert sorted(p.name for p in cache.iterdir()) == stored  # --no-cache wrote nothing
+
+
+def test_help_shows_the_cache_and_in_process_runs_restore_jax_settings(
+    capsys, tmp_path, monkeypatch
+):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert str(gm_cache.default_cache_dir()) in capsys.readouterr().out.replace("\n", " ")
+    before = jax.config.jax_compilation_cache_dir
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("GEOMECH_CACHE_DIR", str(tmp_path / "file" / "cache"))
+    code, out, err = run(capsys, "run", "pendulum", "--t1", "0.01", "--points", "3")
+    assert code == 0 and re.search(r"compilation cache +off\n", out)  # could not be made
+    assert err.startswith("geomech: warning: cannot create the compilation cache directory")
+    assert jax.config.jax_compilation_cache_dir == before
+
+
+def test_enable_compilation_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEOMECH_CACHE_DIR", str(tmp_path / "env"))
+    assert gm_cache.default_cache_dir() == tmp_path / "env"
+    monkeypatch.delenv("GEOMECH_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert gm_cache.default_cache_dir() == tmp_path / "xdg" / "geomech" / "jax"
+    with gm_cache.compilation_cache(tmp_path / "nb") as path:
+        assert path == tmp_path / "nb" and path.is_dir()
+        assert jax.config.jax_compilation_cache_dir == str(path)
+        assert gm.enable_compilation_cache(tmp_path / "other") == tmp_path / "other"
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match="cannot create the compilation cache directory"):
+        gm.enable_compilation_cache(tmp_path / "file" / "sub")
+
+
 # -- compare, demo, entry point ----------------------------------------------------------------
 
 
@@ -370,6 +530,8 @@ def test_python_dash_m_entry_point():
     "argv, fragment",
     [
         (["run", "no_such_model"], "unknown model"),
+        (["run", "pendulm"], "did you mean pendulum"),
+        (["run", "sleig"], "did you mean sleigh?"),
         (["run", "pendulum", "--solver", "nope"], "invalid choice"),
         (["run", "pendulum", "--param", "mass=2"], "no parameter 'mass'"),
         (["run", "pendulum", "--param", "m=heavy"], "needs a float"),
@@ -386,6 +548,10 @@ def test_python_dash_m_entry_point():
         (["run", "pendulum", "--batch", "0"], "--batch: must be >= 1"),
         (["run", "pendulum", "--batch", "2.5"], "needs an integer"),
         (["run", "pendulum", "--max-steps", "0"], "--max-steps: must be >= 1"),
+        (["run", "pendulum", "--max-steps", "1e20"], "--max-steps: must be <= 2147483647"),
+        (["run", "pendulum", "--max-steps", "1e400"], "--max-steps: needs an integer"),
+        (["run", "pendulum", "--seed", str(2**64)], "--seed: must be <= 4294967295"),
+        (["run", "pendulum", "--t1", "-5"], "--t1 must be after the start time t0 = 0"),
         (["run", "pendulum", "--repeat", "-1"], "--repeat: must be >= 0"),
         (["run", "pendulum", "--batch", "10000000"], "--max-output-mb"),
         (["run", "pendulum", "--max-output-mb", "0"], "must be > 0"),

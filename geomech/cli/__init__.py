@@ -7,18 +7,31 @@
 
 float64 is enabled unless `--float32`. Parsing and every check of the arguments (`_parse`, the
 model catalog `_catalog`) import neither JAX nor the models, so `--help`, `list` and argument
-errors answer at once; a command that simulates imports them. Exit status: 0 success, 1 failed
+errors answer at once; a command that simulates imports them, and keeps its compiled programs in
+JAX's persistent compilation cache (`gm.enable_compilation_cache`; `--no-cache` to skip it), so a
+second run of the same simulation starts at once. Exit status: 0 success, 1 failed
 trajectories (or solvers that disagree, for `compare`), 2 bad input, with a one-line message and
-no traceback.
+no traceback, 130 interrupted (Ctrl-C).
 """
 
+import contextlib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
-from ._parse import EXIT_FAILED, EXIT_USER_ERROR, UsageError, model_info, parse_params, parser
+from ._parse import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_USER_ERROR,
+    UsageError,
+    model_info,
+    parse_params,
+    parser,
+)
 
-__all__ = ["EXIT_FAILED", "EXIT_USER_ERROR", "main"]
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USER_ERROR", "main"]
 
 
 def _check(args) -> None:
@@ -28,10 +41,15 @@ def _check(args) -> None:
     if args.command in ("run", "compare"):
         info = model_info(_catalog.load(), args.model)
         args.params = parse_params(args.model, info, args.param)
-    if args.command == "run" and args.out is not None:
-        from ._output import prepare
+    if args.command == "run":
+        t0 = info["time_span"][0]
+        if args.t1 is not None and not args.t1 > t0:
+            raise UsageError(f"--t1 must be after the start time t0 = {t0:g}, got {args.t1:g}.")
+        args.out_dir = None
+        if args.out is not None:
+            from ._output import prepare
 
-        args.out_dir = prepare(args.out, args.overwrite)
+            args.out_dir = prepare(args.out, args.overwrite, args.model)
 
 
 def _command(name: str):
@@ -52,6 +70,18 @@ def _command(name: str):
     return cmd_demo
 
 
+def _enter_cache(stack: contextlib.ExitStack):
+    """JAX's persistent compilation cache for this command (restored after it, for a caller in the
+    same process); a directory that cannot be created is a warning, not an error."""
+    from .. import _cache
+
+    try:
+        return stack.enter_context(_cache.compilation_cache())
+    except ValueError as e:
+        print(f"geomech: warning: {e} Running without it (--no-cache).", file=sys.stderr)
+        return None
+
+
 def _one_line(e: BaseException) -> str:
     for line in str(e).strip().splitlines():
         line = line.strip()
@@ -60,9 +90,25 @@ def _one_line(e: BaseException) -> str:
     return type(e).__name__
 
 
+def _interrupted(signum, frame):
+    """Ctrl-C in the `geomech` process: exit 130 at once. Leaving through Python's shutdown while
+    JAX's threads (compilation, the runtime) are still working can crash the interpreter."""
+    print("geomech: interrupted", file=sys.stderr, flush=True)
+    os._exit(130)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the `geomech` command with `argv` (default `sys.argv[1:]`); returns the exit status."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Run the `geomech` command with `argv`; returns the exit status.
+
+    Without `argv` this is the process's own command (`sys.argv[1:]`, the `geomech` script and
+    `python -m geomech`): Ctrl-C then ends the process with status 130 (a run's files are moved in
+    completely or not at all)."""
+    if argv is None:
+        argv = sys.argv[1:]
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, _interrupted)
+    argv = list(argv)
+    args = None
     try:
         args = parser().parse_args(argv)
         _check(args)
@@ -71,7 +117,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             float32 = args.float32 or getattr(args, "float32_sub", False)
             jax.config.update("jax_enable_x64", not float32)
-        return _command(args.command)(args, argv)
+        with contextlib.ExitStack() as stack:
+            args.cache_dir = None
+            if args.command != "list" and not getattr(args, "no_cache", False):
+                args.cache_dir = _enter_cache(stack)
+            return _command(args.command)(args, argv)
     except UsageError as e:
         print(f"geomech: error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
@@ -82,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         print("geomech: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as e:  # a runtime failure (e.g. an error raised inside a compiled call)
         if os.environ.get("GEOMECH_TRACEBACK"):
             raise
@@ -92,3 +142,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
+    finally:
+        if getattr(args, "out_dir", None) is not None:
+            args.out_dir.release()  # the claim on --out (a no-op once the files are written)

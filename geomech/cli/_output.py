@@ -1,62 +1,164 @@
-"""What `geomech run --out DIR` writes: data (.npz, long-format .csv), summary.json and plots.
+"""What `geomech run --out DIR` writes: data (.npz, long-format .csv), a summary and plots, every
+file named after the model (`MODEL.npz`, `MODEL.csv`, `MODEL_summary.json`, `MODEL_*.png`), so
+runs of different models can share a directory.
 
-The directory is checked before anything is simulated (`prepare`), the size of the output is
-estimated before anything is allocated (`check_size`), and a run is written into a temporary
-directory first and then moved in, replacing the files of an earlier run listed in its
-`summary.json` (only with `--overwrite`), so no two runs are ever mixed.
+The directory is checked and claimed before anything is simulated (`prepare`): a lock per model,
+held by the process until its files are in place, refuses a second run of the same model into the
+same directory while the first one runs (two processes never delete each other's files). The size
+of the output is estimated before anything is allocated (`check_size`). A run is written into a
+temporary directory first and then moved in, replacing the files of an earlier run of the same
+model listed in its summary (only with `--overwrite`), so no two runs are ever mixed.
 """
 
+import contextlib
 import json
 import os
 import pathlib
 import platform
 import shlex
 import shutil
+import signal
 import tempfile
+import threading
 
 from ._parse import UsageError
 
-MANIFEST = "summary.json"
+MANIFEST = "_summary.json"  # MODEL_summary.json: the run's numbers and the files it wrote
+PLOTS = ("trajectory", "path", "drift")
 _TMP_PREFIX = ".geomech-"
 
 
-def _earlier_run(path: pathlib.Path) -> list[str]:
-    """The files an earlier `geomech run` wrote into `path` (from its summary.json)."""
+def files(name: str) -> list[str]:
+    """Every file a run of model `name` may write (the summary last)."""
+    return [f"{name}.npz", f"{name}.csv", *(f"{name}_{p}.png" for p in PLOTS), name + MANIFEST]
+
+
+def _listed(manifest: pathlib.Path) -> list[str]:
+    """The files a geomech run wrote into the manifest's directory (from its summary)."""
     try:
-        files = json.loads((path / MANIFEST).read_text())["files"]
+        listed = json.loads(manifest.read_text())["files"]
     except (OSError, ValueError, KeyError, TypeError):
         return []
-    return [f for f in files if isinstance(f, str) and "/" not in f and f not in ("", ".", "..")]
+    if not isinstance(listed, list):
+        return []
+    return [f for f in listed if isinstance(f, str) and "/" not in f and f not in ("", ".", "..")]
 
 
-def prepare(out: str, overwrite: bool) -> pathlib.Path:
-    """Check `--out` before simulating: a new or empty directory, or (with `overwrite`) one that
-    holds only an earlier geomech run."""
+def _earlier_run(path: pathlib.Path, name: str) -> list[str]:
+    """The files an earlier run of model `name` wrote into `path` (only names of that model)."""
+    return sorted(set(_listed(path / (name + MANIFEST))) & set(files(name)))
+
+
+class Claim:
+    """A model's output directory, locked for this process until `release` (or its end).
+
+    The lock is `fcntl.flock` on `.geomech-MODEL.lock`, which the system releases when the
+    process ends however it ends; without `fcntl` (Windows) the lock file is created exclusively
+    and a crashed run leaves it behind (the error says so).
+    """
+
+    def __init__(self, path: pathlib.Path, name: str, out: str):
+        self.path, self.name = path, name
+        self._lock = path / f"{_TMP_PREFIX}{name}.lock"
+        self._fd, self._flock = None, True
+        busy = UsageError(
+            f"another geomech run of {name} is writing into --out {out}: wait for it to finish, "
+            "or choose another directory."
+        )
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            self._flock = False
+            try:
+                self._fd = os.open(self._lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                raise UsageError(f"{busy} (If no run is active, delete {self._lock}.)") from None
+            return
+        while True:
+            fd = os.open(self._lock, os.O_CREAT | os.O_RDWR, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise busy from None
+            try:  # the file may have been released and removed between open and flock
+                if os.path.samestat(os.fstat(fd), os.stat(self._lock)):
+                    self._fd = fd
+                    return
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+
+    def release(self) -> None:
+        """Remove the lock file (while holding the lock) and release it."""
+        if self._fd is None:
+            return
+        if self._flock:  # unlinked while locked: a run waiting on this file retries (samestat)
+            self._lock.unlink(missing_ok=True)
+            os.close(self._fd)
+        else:  # pragma: no cover - not POSIX
+            os.close(self._fd)
+            self._lock.unlink(missing_ok=True)
+        self._fd = None
+
+
+def prepare(out: str, overwrite: bool, name: str) -> Claim:
+    """Check and claim `--out` for a run of model `name` before simulating: a new directory, or one
+    that holds only earlier geomech runs (of other models; of this model only with `overwrite`)."""
     path = pathlib.Path(out)
     if path.exists() and not path.is_dir():
         raise UsageError(f"--out {out} is a file, not a directory.")
-    if path.is_dir():
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot create --out {out}: {e.strerror}.") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {out} is not writable.")
+    claim = Claim(path, name, out)
+    try:
         existing = {p.name for p in path.iterdir() if not p.name.startswith(_TMP_PREFIX)}
-        if existing and not overwrite:
-            raise UsageError(
-                f"--out {out} is not empty ({len(existing)} entries): choose a new directory, or "
-                "pass --overwrite to replace an earlier geomech run there."
-            )
-        foreign = sorted(existing - {MANIFEST, *_earlier_run(path)})
+        manifests = [path / f for f in existing if f.endswith(MANIFEST)]
+        ours = {f for m in manifests for f in _listed(m)} | {m.name for m in manifests}
+        foreign = sorted(existing - ours)
         if foreign:
             shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
             raise UsageError(
-                f"--out {out} holds files that no geomech run wrote ({shown}); --overwrite only "
-                "replaces an earlier run: choose another directory."
+                f"--out {out} holds files that no geomech run wrote ({shown}): choose another "
+                "directory."
             )
-    else:
-        try:
-            path.mkdir(parents=True)
-        except OSError as e:
-            raise UsageError(f"cannot create --out {out}: {e.strerror}.") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {out} is not writable.")
-    return path
+        clash = sorted(existing & set(files(name)))
+        if clash and not overwrite:
+            raise UsageError(
+                f"--out {out} holds an earlier run of {name} ({', '.join(clash)}): pass "
+                "--overwrite to replace it, or choose another directory."
+            )
+        unlisted = sorted(set(clash) - set(_earlier_run(path, name)))
+        if unlisted:
+            raise UsageError(
+                f"--out {out} holds files of {name} that its summary does not list "
+                f"({', '.join(unlisted)}); --overwrite only replaces an earlier run: choose "
+                "another directory."
+            )
+    except BaseException:
+        claim.release()
+        raise
+    return claim
+
+
+@contextlib.contextmanager
+def _uninterrupted():
+    """Hold back Ctrl-C (SIGINT) while the files are moved in: it takes effect after the last one."""
+    if threading.current_thread() is not threading.main_thread():  # only there can it arrive
+        yield
+        return
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught and callable(previous):
+            previous(signal.SIGINT, caught[0])
 
 
 def check_size(setup, batch: int, points: int, out: str | None, limit_mb: float) -> None:
@@ -202,18 +304,15 @@ def _machine() -> dict:
     }
 
 
-def write(
-    path: pathlib.Path, setup, sol, summary: dict, argv, *, energy_conserved: bool
-) -> list[str]:
-    """Write the run into `path` (checked by `prepare`); returns the lines to print."""
+def write(claim: Claim, setup, sol, summary: dict, argv, *, results, energy_conserved: bool):
+    """Write the run into the claimed directory (checked by `prepare`); `results` names each
+    trajectory's `diffrax.RESULTS` code. Returns the lines to print."""
     import numpy as np
 
-    from ._run import result_names
-
+    path, name = claim.path, setup.name
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=path))
-    lines, files = [], []
+    lines, written = [], []
     try:
-        name = setup.name
         np.savez(
             tmp / f"{name}.npz",
             ts=np.asarray(sol.ts),
@@ -222,34 +321,40 @@ def write(
             energy=np.asarray(sol.energy),
             constraint_residual=np.asarray(sol.constraint_residual),
             position_residual=np.asarray(sol.position_residual),
-            result=np.asarray(result_names(sol)),  # diffrax.RESULTS names per trajectory
+            result=np.asarray(results),  # diffrax.RESULTS names per trajectory
             labels=np.asarray(setup.labels),
             units=np.asarray(setup.model.units),
         )
         _csv(tmp / f"{name}.csv", setup, sol)
-        files += [f"{name}.npz", f"{name}.csv"]
+        written += [f"{name}.npz", f"{name}.csv"]
         if _pyplot() is None:
             lines.append("plots skipped: matplotlib is not installed (pip install 'geomech[plot]')")
         else:
             import matplotlib.pyplot as plt
 
             for stem, fig in figures(setup, sol, energy_conserved=energy_conserved).items():
-                fig.savefig(tmp / f"{stem}.png", dpi=100)
+                fig.savefig(tmp / f"{name}_{stem}.png", dpi=100)
                 plt.close(fig)
-                files.append(f"{stem}.png")
+                written.append(f"{name}_{stem}.png")
+        manifest = name + MANIFEST
         record = {
             **summary,
             "command": shlex.join(["geomech", *argv]),
             "versions": _versions(),
             "machine": _machine(),
-            "files": [*files, MANIFEST],
+            "files": [*written, manifest],
         }
-        (tmp / MANIFEST).write_text(json.dumps(record, indent=2) + "\n")
-        for old in _earlier_run(path):  # replace the earlier run (prepare allowed only that)
-            (path / old).unlink(missing_ok=True)
-        for f in [*files, MANIFEST]:
-            os.replace(tmp / f, path / f)
-            lines.append(f"wrote {path / f}")
+        (tmp / manifest).write_text(json.dumps(record, indent=2) + "\n")
+        with _uninterrupted():
+            # the earlier run's files that this one does not replace go first (prepare allowed
+            # it), the summary comes before the files it lists: a run of another model checking
+            # the directory meanwhile finds every file listed in some summary
+            for old in set(_earlier_run(path, name)) - {*written, manifest}:
+                (path / old).unlink(missing_ok=True)
+            for f in [manifest, *written]:
+                os.replace(tmp / f, path / f)
+            lines += [f"wrote {path / f}" for f in [*written, manifest]]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        claim.release()
     return lines

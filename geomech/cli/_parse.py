@@ -5,11 +5,15 @@ Everything here runs before JAX, diffrax or the models are imported, so `geomech
 """
 
 import argparse
+import difflib
 import math
 from collections.abc import Sequence
 
+from .._cache import ENV, default_cache_dir
+
 EXIT_USER_ERROR = 2
 EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
 
 SOLVERS = (
     "projection",
@@ -31,12 +35,27 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
-def _number(kind, low=None, *, strict=False, name="value"):
-    """An argparse type: a finite `kind` (int or float) with `value >= low` (`> low` if strict)."""
+INT_MAX = 2**31 - 1  # counts the compiled program holds as (32-bit) integers
+
+
+def _integer(raw: str) -> int:
+    """An integer, also written as a float with an integer value (`1e6`)."""
+    try:
+        return int(raw)
+    except ValueError:
+        value = float(raw)  # a ValueError here: not a number
+        if not value.is_integer():  # also inf and nan
+            raise ValueError(raw) from None
+        return int(value)
+
+
+def _number(kind, low=None, *, strict=False, high=None, name="value"):
+    """An argparse type: a finite `kind` (int or float) with `value >= low` (`> low` if strict) and
+    `value <= high`."""
 
     def convert(raw: str):
         try:
-            value = kind(raw)
+            value = _integer(raw) if kind is int else kind(raw)
         except ValueError:
             raise argparse.ArgumentTypeError(
                 f"needs {'an integer' if kind is int else 'a number'}, got {raw!r}"
@@ -47,6 +66,8 @@ def _number(kind, low=None, *, strict=False, name="value"):
             raise argparse.ArgumentTypeError(
                 f"must be {'>' if strict else '>='} {low:g}, got {raw}"
             )
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"must be <= {high}, got {raw}")
         return value
 
     convert.__name__ = name
@@ -54,10 +75,18 @@ def _number(kind, low=None, *, strict=False, name="value"):
 
 
 def parser() -> argparse.ArgumentParser:
+    cache = default_cache_dir()
     p = _Parser(
         prog="geomech",
         description="Constrained Lagrangian mechanics in JAX: simulate the library's models.",
-        epilog="Exit status: 0 success, 1 failed trajectories, 2 bad input.",
+        epilog=f"Compiled programs are kept in {cache} (JAX's persistent compilation cache; "
+        f"${ENV} moves it, --no-cache skips it), so a second run starts at once. "
+        "Exit status: 0 success, 1 failed trajectories, 2 bad input, 130 interrupted.",
+    )
+    no_cache = dict(
+        action="store_true",
+        help=f"do not keep or load compiled programs in {cache} (the persistent compilation "
+        f"cache; ${ENV} moves it)",
     )
     p.add_argument("--float32", action="store_true", help="use float32 (default float64)")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -70,49 +99,76 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="simulate a model once, print a summary, write plots and data")
     r.add_argument("model")
     r.add_argument("--solver", default="projection", choices=SOLVERS)
-    r.add_argument("--batch", type=_number(int, 1), default=1, help="trajectories (ensemble)")
+    r.add_argument(
+        "--batch",
+        type=_number(int, 1, high=INT_MAX),
+        default=1,
+        help="trajectories (an ensemble): trajectory 0 starts at the model's initial state "
+        "(q0, v0), trajectory b > 0 at (q0 + 0.02 xi_b, v0 + 0.02 eta_b) with standard normal "
+        "xi_b, eta_b (drawn from --seed; 0.02 in the model's units), moved onto the constraints "
+        "by gm.project_to_constraints",
+    )
     r.add_argument(
         "--t1", type=_number(float), default=None, help="end time (default: the model's)"
     )
     r.add_argument("--param", **params)
     r.add_argument(
-        "--out", default=None, help="directory for data (.npz, .csv, summary.json) and plots"
+        "--out",
+        default=None,
+        help="directory for the data and plots, named after the model: MODEL.npz, MODEL.csv, "
+        "MODEL_summary.json, MODEL_*.png (runs of different models can share one)",
     )
-    r.add_argument("--overwrite", action="store_true", help="replace an earlier run in --out")
-    r.add_argument("--points", type=_number(int, 2), default=201, help="saved time points (>= 2)")
+    r.add_argument(
+        "--overwrite", action="store_true", help="replace an earlier run of MODEL in --out"
+    )
+    r.add_argument(
+        "--points", type=_number(int, 2, high=INT_MAX), default=201, help="saved time points (>= 2)"
+    )
     r.add_argument("--rtol", type=_number(float, 0, strict=True), default=None, help="> 0")
     r.add_argument("--atol", type=_number(float, 0, strict=True), default=None, help="> 0")
-    r.add_argument("--max-steps", type=_number(int, 1), default=100_000, help="per trajectory")
+    r.add_argument(
+        "--max-steps",
+        type=_number(int, 1, high=INT_MAX),
+        default=100_000,
+        help="per trajectory (default 100000)",
+    )
     r.add_argument(
         "--max-output-mb",
         type=_number(float, 0, strict=True),
         default=2048.0,
         help="refuse a run whose saved output would exceed this (default 2048 MB)",
     )
-    r.add_argument("--seed", type=_number(int, 0), default=0, help="ensemble initial states")
+    r.add_argument(
+        "--seed", type=_number(int, 0, high=2**32 - 1), default=0, help="of the --batch states"
+    )
     r.add_argument(
         "--repeat",
-        type=_number(int, 0),
+        type=_number(int, 0, high=INT_MAX),
         default=0,
         help="run the compiled simulation N more times for a steady-state rate",
     )
     r.add_argument("--progress", action="store_true", help="show a progress bar")
+    r.add_argument("--no-cache", **no_cache)
     r.add_argument("--float32", action="store_true", dest="float32_sub", help=argparse.SUPPRESS)
 
     c = sub.add_parser("compare", help="every solver side by side, with the largest disagreement")
     c.add_argument("model")
     c.add_argument("--param", **params)
-    c.add_argument("--states", type=_number(int, 1), default=32, help="random states on C (>= 1)")
-    c.add_argument("--seed", type=_number(int, 0), default=0)
+    c.add_argument(
+        "--states", type=_number(int, 1, high=INT_MAX), default=32, help="random states on C (>= 1)"
+    )
+    c.add_argument("--seed", type=_number(int, 0, high=2**32 - 1), default=0)
     c.add_argument(
         "--tol",
         type=_number(float, 0, strict=True),
         default=1e-8,
         help="exit 1 if the disagreement exceeds this",
     )
+    c.add_argument("--no-cache", **no_cache)
     c.add_argument("--float32", action="store_true", dest="float32_sub", help=argparse.SUPPRESS)
 
-    sub.add_parser("demo", help="a short tour")
+    d = sub.add_parser("demo", help="a short tour")
+    d.add_argument("--no-cache", **no_cache)
     return p
 
 
@@ -153,7 +209,9 @@ def parse_params(name: str, info: dict, items: Sequence[str]) -> dict:
 
 def model_info(catalog: dict, name: str) -> dict:
     if name not in catalog:
+        close = difflib.get_close_matches(name, catalog, n=1, cutoff=0.6)
+        guess = f"did you mean {close[0]}? " if close else ""
         raise UsageError(
-            f"unknown model {name!r}; choose one of: {', '.join(catalog)} (`geomech list`)."
+            f"unknown model {name!r}; {guess}the models are: {', '.join(catalog)} (`geomech list`)."
         )
     return catalog[name]

@@ -9,13 +9,13 @@ import warnings
 import diffrax
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 import geomech as gm
 
+from .. import _cache
 from . import _output, _setup
-from ._parse import EXIT_FAILED, UsageError
+from ._parse import EXIT_FAILED
 
 # the codes of `diffrax.RESULTS` a trajectory of `gm.simulate` can end with, by name
 RESULT_NAMES = (
@@ -68,9 +68,15 @@ def simulate_once(
 ):
     """Lower and compile the simulation ahead of time, then execute it once (and `repeat` more
     times). `gm.simulate` is traced exactly once."""
-    ts = jnp.linspace(setup.t0, t1, points, dtype=setup.dtype)
-    fn = eqx.filter_jit(_solve)
-    args = (setup.system, y0, ts, solver, rtol, atol, max_steps, progress)
+    # the saved times are a constant of the program: diffrax checks them while tracing, so the
+    # program has no host callback and JAX's persistent compilation cache can keep it
+    ts = np.linspace(setup.t0, t1, points, dtype=setup.dtype)
+
+    @eqx.filter_jit
+    def fn(system, y0, solver, rtol, atol, max_steps, progress):
+        return _solve(system, y0, ts, solver, rtol, atol, max_steps, progress)
+
+    args = (setup.system, y0, solver, rtol, atol, max_steps, progress)
     start = time.perf_counter()
     compiled = fn.lower(*args).compile()
     compile_s = time.perf_counter() - start
@@ -147,12 +153,22 @@ def precision_name(dtype) -> str:
     return "float64 (x64 enabled)" if dtype == np.float64 else "float32 (--float32)"
 
 
+def cache_row(cache_dir, before: dict) -> tuple[str, dict]:
+    """The compilation cache's share of the programs compiled since the counts `before`."""
+    now = _cache.cache_counts()
+    requests, hits = now["requests"] - before["requests"], now["hits"] - before["hits"]
+    record = {"dir": None if cache_dir is None else str(cache_dir), "programs": requests}
+    if cache_dir is None:
+        return "off", record
+    record["from_cache"] = hits
+    return f"{hits} of {requests} compiled programs loaded from {cache_dir}", record
+
+
 def cmd_run(args, argv) -> int:
+    before = _cache.cache_counts()
     setup = _setup.build(args.model, args.params)
     solver = _setup.solver(setup, args.solver)
-    t1 = setup.model.t1 if args.t1 is None else args.t1
-    if not t1 > setup.t0:
-        raise UsageError(f"--t1 must be after the start time t0 = {setup.t0:g}, got {t1:g}.")
+    t1 = setup.model.t1 if args.t1 is None else args.t1  # after t0: checked by `cli._check`
     f64 = setup.dtype == np.float64
     rtol = args.rtol or (1e-8 if f64 else 1e-5)
     atol = args.atol or (1e-8 if f64 else 1e-5)
@@ -179,6 +195,7 @@ def cmd_run(args, argv) -> int:
             file=sys.stderr,
         )
     sol, conserved = run.sol, _setup.conserves_energy(setup)
+    cache_text, cache_record = cache_row(args.cache_dir, before)
     summary = summarize(sol)
     steady = min(run.repeat_s) if run.repeat_s else None
     summary.update(
@@ -197,6 +214,7 @@ def cmd_run(args, argv) -> int:
         run_s=run.run_s,
         repeat_run_s=run.repeat_s,
         trajectories_per_second=args.batch / (steady or run.run_s),
+        compilation_cache=cache_record,
     )
     energy = "energy drift" if conserved else "energy change (moving constraints or forces)"
     batch = args.batch
@@ -223,6 +241,7 @@ def cmd_run(args, argv) -> int:
         ),
         ("final v", _fmt_vec(summary["final_v"])),
         ("compile time (trace, lower, compile)", f"{run.compile_s:.3f} s"),
+        ("compilation cache", cache_text),
         ("run time (one execution)", f"{run.run_s:.3f} s"),
     ]
     if run.repeat_s:
@@ -239,7 +258,13 @@ def cmd_run(args, argv) -> int:
     print(table(rows))
     if args.out:
         for line in _output.write(
-            args.out_dir, setup, sol, summary, argv, energy_conserved=conserved
+            args.out_dir,
+            setup,
+            sol,
+            summary,
+            argv,
+            results=result_names(sol),
+            energy_conserved=conserved,
         ):
             print(f"  {line}")
     return 0 if summary["successful"] == batch else EXIT_FAILED

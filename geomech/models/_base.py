@@ -17,8 +17,10 @@ class AbstractModel(eqx.Module):
 
     - `description`: one line.
     - `coordinates`: the names of the $n$ coordinates $q^i$.
-    - `units`: the unit of each coordinate (`""` where the model fixes none, e.g. a
-        non-dimensional length); `time_unit` likewise for $t$.
+    - `units`: the unit of each coordinate, for the axes of plots and `geomech list` (SI for the
+        default parameters, e.g. `"m"`, `"rad"`; `"1"` for a dimensionless coordinate; never
+        empty); `time_unit` likewise for $t$. A class variable, or a property where it depends
+        on the instance (e.g. the number of links of a chain).
     - `path_coordinates`: the indices `(i, j)` of the coordinate pair drawn as the path in
         configuration space (e.g. the contact point $(x, y)$ of a rolling disk), or `None`.
     - `time_span`: the default interval `(t0, t1)` of a simulation.

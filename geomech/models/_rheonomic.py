@@ -114,8 +114,8 @@ class Pursuit(AbstractModel):
         "pursuit problem: velocity aimed at Q = (0, u t), time-dependent nonholonomic ([Zanella] §6.1)"
     )
     coordinates: ClassVar[tuple[str, ...]] = ("x", "y")
-    units: ClassVar[tuple[str, ...]] = ("", "")
-    time_unit: ClassVar[str] = ""
+    units: ClassVar[tuple[str, ...]] = ("m", "m")  # with u, speed in m/s, a in m
+    time_unit: ClassVar[str] = "s"
     path_coordinates: ClassVar[tuple[int, int] | None] = (0, 1)
     time_span: ClassVar[tuple[float, float]] = (0.0, 1.0)
 

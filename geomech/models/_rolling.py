@@ -52,8 +52,8 @@ class ChaplyginSleigh(AbstractSymmetricModel):
         "knife-edge (Chaplygin) sleigh, two masses on a rod ([Goicolea] Ex. 7.1/7.7)"
     )
     coordinates: ClassVar[tuple[str, ...]] = ("x", "y", "theta")
-    units: ClassVar[tuple[str, ...]] = ("", "", "rad")
-    time_unit: ClassVar[str] = ""
+    units: ClassVar[tuple[str, ...]] = ("m", "m", "rad")  # with m in kg, l in m
+    time_unit: ClassVar[str] = "s"
     path_coordinates: ClassVar[tuple[int, int] | None] = (0, 1)
     time_span: ClassVar[tuple[float, float]] = (0.0, 10.0)
 

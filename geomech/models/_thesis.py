@@ -38,8 +38,8 @@ class ThesisExample2(AbstractModel):
         "thesis Example 2: charges on a line, generalized constraint with W != D"
     )
     coordinates: ClassVar[tuple[str, ...]] = ("q1", "q2")
-    units: ClassVar[tuple[str, ...]] = ("", "")
-    time_unit: ClassVar[str] = ""
+    units: ClassVar[tuple[str, ...]] = ("m", "m")  # SI: masses in kg, kappa in N/m, k e² in N m²
+    time_unit: ClassVar[str] = "s"
     path_coordinates: ClassVar[tuple[int, int] | None] = None
     time_span: ClassVar[tuple[float, float]] = (0.0, 5.0)
 
