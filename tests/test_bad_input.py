@@ -460,6 +460,9 @@ def test_the_table_is_comprehensive():
     kinds = {type(c[2]) for c in CASES}
     assert kinds == {Raises, Reports, Exits, Flagged}
     flagged_codes = {c[2].failure for c in CASES if isinstance(c[2], Flagged)}
-    # the other two codes are flagged in test_failures.py: a rank-deficient W, and non-finite
-    # multipliers of simulate_vakonomic (the `flagged` outcome runs gm.simulate)
-    assert flagged_codes == set(gm.Failure._name_to_item) - {"work_space", "nonfinite_multipliers"}
+    # the other codes are flagged in test_failures.py: a rank-deficient W, and non-finite
+    # multipliers and an impasse point of simulate_vakonomic (the `flagged` outcome runs
+    # gm.simulate)
+    assert flagged_codes == set(gm.Failure._name_to_item) - {
+        "work_space", "nonfinite_multipliers", "impasse"
+    }

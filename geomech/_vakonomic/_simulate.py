@@ -10,12 +10,10 @@ import numpy as np
 from jaxtyping import Array, Bool, Float
 
 from .._bundle import State
-from .._checks import Failure, admissibility_margin, holds, mass_matrix_margin
+from .._checks import At, Failure, first_failure
 from .._custom_types import RealScalarLike
-from .._dynamics import on_constraint
 from .._engine import (
     DEFAULT_MAX_OUTPUT_BYTES,
-    all_finite,
     check_output_size,
     check_time_interval,
     integrate,
@@ -31,6 +29,7 @@ from ._dynamics import (
     IMPASSE_MESSAGE,
     check_vakonomic_system,
     default_impasse_tol,
+    impasse_check,
     multiplier_lagrangian,
     signed_margin,
     vakonomic_energy,
@@ -271,22 +270,16 @@ def simulate_vakonomic(
     return sol
 
 
-def _initial_failure(system: LagrangianSystem, state: State, mu, t) -> Failure:
-    """The first precondition of `simulate_vakonomic` that `(state, mu)` fails: finite $(q, v)$
-    and $\\mu$, on $g = 0$, regular $M$ (2.6), $G = \\partial g/\\partial v$ of full rank (3.7);
-    else `Failure.none`. (A degenerate $M_\\mu$ at $t_0$ is an impasse point, the event's case.)"""
+def _initial_failure(
+    system: LagrangianSystem, state: State, mu, t, *, impasse_tol: float | None = None
+) -> Failure:
+    """The first precondition of `simulate_vakonomic` that `(state, mu)` fails (the conditions of
+    the table in `_checks` for `"vakonomic"`: finite $(q, v)$ and $\\mu$, regular $M$ (2.6),
+    $G = \\partial g/\\partial v$ of full rank (3.7), on $g = 0$, not an impasse point); else
+    `Failure.none`."""
     stages = assemble(system, state, t, checks=False)
-    ok = (
-        (all_finite(state), Failure.nonfinite_state),
-        (all_finite(mu), Failure.nonfinite_multipliers),
-        (on_constraint(system, state, t), Failure.off_constraint),
-        (holds(mass_matrix_margin(stages.M, stages.M_cho)), Failure.mass_matrix),
-        (holds(admissibility_margin(stages.A)), Failure.admissibility),
-    )
-    failure = Failure.none
-    for holds_, item in reversed(ok):  # the first failed condition wins
-        failure = Failure.where(holds_, failure, item)
-    return failure
+    tol = default_impasse_tol(state.q.dtype) if impasse_tol is None else impasse_tol
+    return first_failure("vakonomic", At(stages, mu=lambda: mu, impasse=lambda: impasse_check(stages, mu, tol)))
 
 
 @eqx.filter_jit
