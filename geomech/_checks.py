@@ -59,7 +59,7 @@ def _all_finite(x) -> Bool[Array, ""]:
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree_util.tree_leaves(x)]))
 
 
-def _jacobi(M: Float[Array, "n n"]) -> Float[Array, " n"]:
+def jacobi_scales(M: Float[Array, "n n"]) -> Float[Array, " n"]:
     """The diagonal $D$ of $M$ where it is positive and finite, else 1: the scales of the
     coordinates that the Jacobi scaling $D^{-1/2} M D^{-1/2}$ removes (van der Sluis)."""
     d = jnp.diagonal(M)
@@ -92,13 +92,13 @@ def full_row_rank_margin(X: Float[Array, "k n"], scale=None) -> Margin:
 def admissibility_margin(A: Float[Array, "k n"], M=None) -> Margin:
     """Admissibility (3.7): $\\operatorname{rank} \\partial\\phi/\\partial v = k$, on the covector
     rows $A D^{-1/2}$ ($D$ the Jacobi scales of $M$, when given)."""
-    return full_row_rank_margin(A, None if M is None else 1 / jnp.sqrt(_jacobi(M)))
+    return full_row_rank_margin(A, None if M is None else 1 / jnp.sqrt(jacobi_scales(M)))
 
 
 def work_space_margin(work_space, t, q, v, M=None) -> Margin:
     """A work space of full rank: its `basis` columns (vectors, scaled by $D^{1/2}$) or
     `annihilator` rows (covectors, scaled by $D^{-1/2}$) independent."""
-    s = None if M is None else jnp.sqrt(_jacobi(M))
+    s = None if M is None else jnp.sqrt(jacobi_scales(M))
     if work_space.basis is not None:
         return full_row_rank_margin(work_space.basis_matrix(t, q, v).T, s)
     return full_row_rank_margin(work_space.annihilator_matrix(t, q, v), None if s is None else 1 / s)
@@ -129,7 +129,7 @@ def _relative(residual, size) -> Float[Array, ""]:
     return jnp.max(jnp.where(jnp.isnan(r) | jnp.isnan(size), jnp.nan, ratio), initial=0.0)
 
 
-def _weighted(X: Float[Array, "k n"], x: Float[Array, " n"], d: Float[Array, " n"]):
+def term_sizes(X: Float[Array, "k n"], x: Float[Array, " n"], d: Float[Array, " n"]):
     """$|X_i D^{-1/2}|\\,|D^{1/2} x|$ per row: the size of the terms of $X_i x$ in the kinetic
     metric's own scales ($D$ the Jacobi scales of $M$), the same in any units of the
     coordinates, of $L$ and of the rows."""
@@ -144,7 +144,7 @@ def velocity_residual(
     constraint's residual relative to the size of its terms (its velocity terms, $A =
     \\partial\\phi/\\partial v$, and the rest, e.g. $\\partial_t h$), which rounding leaves at a
     few $\\varepsilon$ on $\\mathcal{C}$ whatever the units of $q$, $v$, $t$, $L$ and $\\phi$."""
-    return _relative(phi, _weighted(A, v, _jacobi(M)) + jnp.abs(phi - A @ v))
+    return _relative(phi, term_sizes(A, v, jacobi_scales(M)) + jnp.abs(phi - A @ v))
 
 
 def position_residual(
@@ -152,7 +152,7 @@ def position_residual(
 ) -> Float[Array, ""]:
     """$\\max_i |h_i| / |\\partial h_i/\\partial q\\, D^{-1/2}|\\,|D^{1/2} q|$: the holonomic
     residual relative to the size of its terms (zero without holonomic constraints)."""
-    return _relative(h, _weighted(H, q, _jacobi(M)))
+    return _relative(h, term_sizes(H, q, jacobi_scales(M)))
 
 
 def position_jacobian(system, state, t) -> Float[Array, "m n"]:
