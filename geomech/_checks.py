@@ -399,14 +399,6 @@ CONDITIONS: tuple[Condition, ...] = (
         "finite", lambda at: {"a_R": at.get("acceleration")}, failure="nonfinite_acceleration",
         needs=("acceleration",), consumers=frozenset({"simulate"}),
     ),
-    Condition(
-        "impasse", "impasse",
-        "the initial state is a vakonomic impasse point: M_mu = M + Σ_ν mu_ν ∂²g_ν/∂v² is "
-        "degenerate on ker(∂g/∂v), so the vakonomic equations do not determine the motion",
-        "choose another mu0 (or another initial state)", "margin",
-        lambda at: at.get("impasse"), detail="|impasse margin|", failure="impasse",
-        needs=("impasse",), consumers=frozenset({"vakonomic"}),
-    ),
 )
 
 

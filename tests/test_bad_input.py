@@ -279,6 +279,17 @@ CASES: list[tuple[str, Callable, object]] = [
     ("State-complex", lambda: gm.State(jnp.ones(2) * 1j, jnp.ones(2)), raises(TypeError, r"State\(q, v\) takes real arrays.*complex128")),
     ("State-str", lambda: gm.State("a", "b"), raises(TypeError, r"State\(q, v\) takes real arrays.*got str")),
     ("State-None", lambda: gm.State(None, None), raises(TypeError, r"State\(q, v\) takes real arrays.*NoneType")),
+    ("State-mixed-precision", lambda: gm.State(jnp.ones(2, jnp.float32), jnp.ones(2)), raises(TypeError, r"State\(q, v\) needs q and v of one dtype, got q float32 and v float64")),
+    # user functions checked for what they return (issue 22 item 2)
+    ("L-constant", _acc(gm.LagrangianSystem(lambda q, v: 0.0)), raises(ValueError, r"the Lagrangian returns a constant that does not depend on t, q or v")),
+    ("L-integer", _acc(gm.LagrangianSystem(lambda q, v: jnp.sum(v.astype(int)))), raises(TypeError, r"the Lagrangian returns values of dtype int64: it must return real floating-point")),
+    ("force-complex", _acc(gm.LagrangianSystem(FREE.lagrangian, force=lambda q, v: 1j * v)), raises(TypeError, r"force returns values of dtype complex128")),
+    ("constraint-complex", _acc(gm.LagrangianSystem(FREE.lagrangian, constraint=gm.Constraint(lambda q, v: (1j * v[0] + v[1])[None]))), raises(TypeError, r"the constraint returns values of dtype complex128")),
+    ("constraint-bool", _acc(gm.LagrangianSystem(FREE.lagrangian, constraint=gm.Constraint(lambda q, v: (v[0] > 0)[None]))), raises(TypeError, r"the constraint returns values of dtype bool")),
+    ("constraint-constant", _acc(gm.LagrangianSystem(FREE.lagrangian, constraint=gm.HolonomicConstraint(lambda q: jnp.array([1.0])))), raises(ValueError, r"the constraint returns a constant that does not depend on t, q or v")),
+    ("work-space-complex", _acc(gm.LagrangianSystem(lambda q, v: 0.5 * v @ v, constraint=gm.LinearConstraint(lambda q: jnp.array([[1.0, -1.0, 0.0]])), work_space=gm.Subspace(annihilator=lambda q, v: jnp.array([[1.0, 1j, 0.0]]))), ON_LINEAR), raises(ValueError, r"work_space failed on a state with n = 3 coordinates: work_space returns values of dtype complex128")),
+    ("L-signature-needs-time-dependent", _acc(gm.LagrangianSystem(lambda t, q, v: 0.5 * v @ v)), raises(ValueError, r"missing 1 required positional argument.*pass time_dependent=True to gm.LagrangianSystem")),
+    ("L-signature-time-dependent-given", _acc(gm.LagrangianSystem(lambda q, v: 0.5 * v @ v, time_dependent=True)), raises(ValueError, r"this system has time_dependent=True: every user function takes \(t, q, v\)")),
     # gm.LagrangianSystem
     ("system-lagrangian-not-callable", lambda: gm.LagrangianSystem(3.0), raises(TypeError, r"lagrangian must be a callable L\(q, v\)")),
     ("system-constraint-function", _system(constraint=lambda q, v: v[0]), raises(TypeError, r"constraint must be a gm.Constraint, gm.HolonomicConstraint")),
@@ -379,7 +390,7 @@ CASES: list[tuple[str, Callable, object]] = [
     ("vakonomic-impasse_tol-negative", _vak(impasse_tol=-1.0), raises(ValueError, r"impasse_tol must be a finite number >= 0")),
     ("vakonomic-impasse_tol-nan", _vak(impasse_tol=NAN), raises(ValueError, r"impasse_tol must be a finite number >= 0")),
     ("vakonomic-t1-nan", _vak(t1=NAN), raises(ValueError, r"t1 must be a finite real number")),
-    ("vakonomic-starts-at-impasse", _vak(IMPASSE, gm.State(jnp.zeros(2), jnp.zeros(2)), mu0=jnp.array([-1.0])), raises(ValueError, r"simulate_vakonomic: .*the trajectory: the initial state is a vakonomic impasse point.*choose another mu0")),
+    ("vakonomic-starts-at-impasse", _vak(IMPASSE, gm.State(jnp.zeros(2), jnp.zeros(2)), mu0=jnp.array([-1.0])), raises(RUNTIME, r"vakonomic impasse point: M_mu .* is degenerate on ker\(dg/dv\)")),
     ("vakonomic-off-C", _vak(y0=gm.State(1.1 * ON_CIRCLE.q, ON_CIRCLE.v)), raises(ValueError, r"simulate_vakonomic: .*the trajectory: the state is off the constraint manifold C.*project_to_constraints")),
     ("vakonomic-rtol-with-controller", _vak(rtol=1e-6, stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-6)), raises(ValueError, r"not both")),
     # the command line: exit status 2, one line, no traceback
@@ -486,9 +497,6 @@ def test_the_table_is_comprehensive():
     kinds = {type(c[2]) for c in CASES}
     assert kinds == {Raises, Reports, Exits, Flagged}
     flagged_codes = {c[2].failure for c in CASES if isinstance(c[2], Flagged)}
-    # the other codes are flagged in test_failures.py: a rank-deficient W, and non-finite
-    # multipliers and an impasse point of simulate_vakonomic (the `flagged` outcome runs
-    # gm.simulate)
-    assert flagged_codes == set(gm.Failure._name_to_item) - {
-        "work_space", "nonfinite_multipliers", "impasse"
-    }
+    # the other two codes are flagged in test_failures.py: a rank-deficient W, and non-finite
+    # multipliers of simulate_vakonomic (the `flagged` outcome runs gm.simulate)
+    assert flagged_codes == set(gm.Failure._name_to_item) - {"work_space", "nonfinite_multipliers"}

@@ -99,13 +99,6 @@ def signed_margin(stages: Stages, M_mu) -> Float[Array, ""]:
     return jnp.prod(jnp.sign(lam)) * jnp.min(jnp.abs(lam))
 
 
-def impasse_check(stages: Stages, mu, tol) -> tuple[Float[Array, ""], Float[Array, ""]]:
-    """The impasse condition of `_checks` as a margin `(|signed_margin|, tol)`: it holds (not an
-    impasse point) when the margin exceeds `tol`."""
-    M_mu = vakonomic_mass_matrix(stages, multiplier_lagrangian(stages, mu))
-    return jnp.abs(signed_margin(stages, M_mu)), jnp.asarray(tol, stages.M.dtype)
-
-
 def vakonomic_kkt(stages: Stages, mu, omega, modified):
     """Solve the vakonomic KKT system from the shared stages; returns `(a, mu_dot, M_mu)`."""
     system, state, t = stages.system, stages.state, stages.t

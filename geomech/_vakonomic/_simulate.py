@@ -29,7 +29,6 @@ from ._dynamics import (
     IMPASSE_MESSAGE,
     check_vakonomic_system,
     default_impasse_tol,
-    impasse_check,
     multiplier_lagrangian,
     signed_margin,
     vakonomic_energy,
@@ -270,16 +269,13 @@ def simulate_vakonomic(
     return sol
 
 
-def _initial_failure(
-    system: LagrangianSystem, state: State, mu, t, *, impasse_tol: float | None = None
-) -> Failure:
+def _initial_failure(system: LagrangianSystem, state: State, mu, t) -> Failure:
     """The first precondition of `simulate_vakonomic` that `(state, mu)` fails (the conditions of
     the table in `_checks` for `"vakonomic"`: finite $(q, v)$ and $\\mu$, regular $M$ (2.6),
-    $G = \\partial g/\\partial v$ of full rank (3.7), on $g = 0$, not an impasse point); else
-    `Failure.none`."""
+    $G = \\partial g/\\partial v$ of full rank (3.7), on $g = 0$); else `Failure.none`. (An impasse
+    point at $t_0$ is the `_Impasse` event's case: stopped there, `sol.impasse`.)"""
     stages = assemble(system, state, t, checks=False)
-    tol = default_impasse_tol(state.q.dtype) if impasse_tol is None else impasse_tol
-    return first_failure("vakonomic", At(stages, mu=lambda: mu, impasse=lambda: impasse_check(stages, mu, tol)))
+    return first_failure("vakonomic", At(stages, mu=lambda: mu))
 
 
 @eqx.filter_jit
