@@ -93,3 +93,18 @@ def test_an_added_condition_reaches_simulate_vakonomic(speed_limit):
     sol = gm.simulate_vakonomic(_pendulum(), BOTH, None, 0.0, 0.1, throw=False)
     np.testing.assert_array_equal(sol.failure == speed_limit.speed_limit, [False, True])
     np.testing.assert_array_equal(sol.result == diffrax.RESULTS.successful, [True, False])
+
+
+def test_impasse_margin_vanishes_with_a_one_dimensional_kernel():
+    """g = v₁ + v₀²/2, M = I: at v = 0, ker G = span e₀ and M_μ there is 1 + μ (a 1 x 1 matrix,
+    whose σ_min/σ_max was always 1): the margin is 1 + μ relative to M, zero at μ = -1, and a
+    run starting there is stopped as an impasse."""
+    system = gm.LagrangianSystem(
+        lambda q, v: 0.5 * v @ v, constraint=gm.Constraint(lambda q, v: v[1] + 0.5 * v[0] ** 2)
+    )
+    state = gm.State(jnp.zeros(2), jnp.zeros(2))
+    for mu, margin in ((-1.0, 0.0), (0.0, 1.0), (1.0, 2.0), (-3.0, 2.0)):
+        assert float(gm.impasse_margin(system, state, jnp.array([mu]))) == pytest.approx(margin, abs=1e-14)
+    sol = gm.simulate_vakonomic(system, state, jnp.array([[-1.0], [1.0]]), 0.0, 0.1, throw=False)
+    np.testing.assert_array_equal(sol.impasse, [True, False])
+    np.testing.assert_array_equal(sol.result == diffrax.RESULTS.event_occurred, [True, False])
