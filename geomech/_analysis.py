@@ -17,9 +17,10 @@ import jax.numpy as jnp
 import optimistix as optx
 from jaxtyping import Array, Complex, Float
 
+from . import _checks
 from ._bundle import State
 from ._dynamics import acceleration
-from ._linalg import rank_tolerance, unit_rows
+from ._linalg import min_singular_value, rank_tolerance, unit_rows
 from ._solver._base import AbstractSolver
 from ._solver._projection import Projection
 from ._system import LagrangianSystem
@@ -93,12 +94,20 @@ def _newton(dtype, rtol, atol, max_steps):
     ), max_steps
 
 
-def _solve_block(residual, y0, args, *, what: str, free, held: str, newton):
+def _solve_block(residual, y0, args, *, what: str, free, held: str, newton, scale):
     """Solve `residual(y, args) = 0` for `y` near `y0` (Newton, implicit derivatives w.r.t. `args`).
 
-    Before the solve, the square Jacobian at `y0` must have full rank (else an error stating the
-    rank found); after it, the solve must have converged to finite values.
+    `scale = (size, row_norm, col_scale)` makes the solve free of units: each residual row is
+    divided by the size of its terms at `y0` (so Newton's `atol` is relative, `_checks`), and the
+    Jacobian's full rank is judged on $\\hat J_{ij} = J_{ij}\\,$`col_scale[j]`$/$`row_norm[i]`,
+    the free columns of the Jacobi-scaled Jacobian of all coordinates. Before the solve it must
+    have full rank at `y0` (else an error stating the rank found); after it, the solve must have
+    converged to finite values at which it still has (a root where it is singular, e.g. the
+    double root $y = 0$ of $x^2 + y^2 = 1$ at $x = 1$, does not determine the free entries).
     """
+    size, row_norm, col_scale = (jax.lax.stop_gradient(x) for x in scale)
+    size = jnp.where(size > 0, size, 1.0)
+    scaled = lambda y, a: residual(y, a) / size
     m = y0.shape[0]
     J = jax.jacfwd(residual)(y0, args)
     r = _rank(J)
@@ -112,15 +121,34 @@ def _solve_block(residual, y0, args, *, what: str, free, held: str, newton):
     ]
     y0 = eqx.branched_error_if(jax.lax.stop_gradient(y0), r < m, jnp.minimum(r, m - 1), msgs)
     solver, max_steps = newton
-    sol = optx.root_find(residual, solver, y0, args, max_steps=max_steps, throw=False)
+    sol = optx.root_find(scaled, solver, y0, args, max_steps=max_steps, throw=False)
     bad = (sol.result != optx.RESULTS.successful) | ~jnp.all(jnp.isfinite(sol.value))
-    return eqx.error_if(
+    y = eqx.error_if(
         sol.value,
         bad,
         f"Newton's method on the {what} for the free entries {free} did not converge (the state "
         "may be far from the constraint manifold, or close to a singular configuration): start "
         "from values closer to C, or pass larger rtol/atol or max_steps to consistent_state.",
     )
+    # at the solution: σ_min of Ĵ below ε^{1/4} (1.2e-4 in float64), well above where Newton
+    # stops on a double root (|Ĵ| ~ √atol) and below any regular configuration's
+    J_hat = jax.jacfwd(residual)(jax.lax.stop_gradient(y), args) * col_scale / row_norm[:, None]
+    sigma = min_singular_value(J_hat)
+    return eqx.error_if(
+        y,
+        ~(sigma > float(jnp.finfo(y0.dtype).eps ** 0.25)),
+        f"{held} leaves the entries {free} free for the {what}, and Newton's method converged, "
+        "but to a point where the constraints' Jacobian with respect to them is singular (a "
+        "singular configuration, e.g. a double root): the free entries are not determined by "
+        "the held ones there and their derivatives would be infinite. Hold a different set, or "
+        "move away from this configuration.",
+    )
+
+
+def _scales(X, x, M, rest=0.0):
+    """`scale` of `_solve_block` for the rows of `X x + rest` in all coordinates (`_checks`)."""
+    d = _checks.jacobi_scales(M)
+    return _checks.term_sizes(X, x, d) + jnp.abs(rest), jnp.linalg.norm(X / jnp.sqrt(d), axis=1), d
 
 
 def _position_residual(y, args):
@@ -137,9 +165,11 @@ def _consistent(system, state, t, free_q, free_v, newton, held=("fixed_q", "fixe
     """The traced part of `consistent_state` (sizes already checked); `held` names the held sets."""
     q, v = state.q, state.v
     n = q.shape[0]
+    M = system.mass_matrix(state, t)
     if free_q:
         # h(t, q) = 0 for the free coordinates (holonomic part of (3.6)), Newton from given values
         fq = jnp.array(free_q)
+        size, row_norm, d = _scales(_checks.position_jacobian(system, state, t), q, M)
         y = _solve_block(
             _position_residual,
             q[fq],
@@ -148,11 +178,15 @@ def _consistent(system, state, t, free_q, free_v, newton, held=("fixed_q", "fixe
             free=free_q,
             held=f"{held[0]} = {_complement(free_q, n)}",
             newton=newton,
+            scale=(size, row_norm, 1 / jnp.sqrt(d[fq])),
         )
         q = q.at[fq].set(y)
     if free_v:
         # φ(t, q, v) = 0 (3.6) for the free speeds; holonomic rows are Dh v + ∂_t h
         fv = jnp.array(free_v)
+        phi = lambda v_: system.constraint_residual(State(q, v_), t)
+        A = jax.jacfwd(phi)(v)
+        size, row_norm, d = _scales(A, v, M, phi(v) - A @ v)
         y = _solve_block(
             _velocity_residual,
             v[fv],
@@ -161,6 +195,7 @@ def _consistent(system, state, t, free_q, free_v, newton, held=("fixed_q", "fixe
             free=free_v,
             held=f"{held[1]} = {_complement(free_v, n)}",
             newton=newton,
+            scale=(size, row_norm, 1 / jnp.sqrt(d[fv])),
         )
         v = v.at[fv].set(y)
     return State(q, v)

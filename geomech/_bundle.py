@@ -47,6 +47,12 @@ class State(eqx.Module):
                 f"State(q, v) needs q and v of the same shape (..., n); got q {self.q.shape} "
                 f"and v {self.v.shape}."
             )
+        if self.q.dtype != self.v.dtype:
+            raise TypeError(
+                f"State(q, v) needs q and v of one dtype, got q {self.q.dtype} and v "
+                f"{self.v.dtype}: convert both, e.g. State(q.astype(jnp.float64), "
+                "v.astype(jnp.float64))."
+            )
 
 
 class TangentVector(eqx.Module):

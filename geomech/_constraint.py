@@ -330,6 +330,11 @@ class Subspace(eqx.Module):
 
     def _eval(self, x, t, q, v, one_vector_as_column):
         out = call(x, t, q, v, time_dependent=self.time_dependent) if callable(x) else x
+        if jnp.iscomplexobj(out) or jnp.asarray(out).dtype == bool:
+            raise TypeError(
+                f"work_space returns values of dtype {jnp.asarray(out).dtype}: it must return real "
+                "floating-point values (a basis or annihilator of real vectors)."
+            )
         out = jnp.asarray(out, jnp.result_type(q))
         if out.ndim == 1:  # a single vector (basis) or a single row (annihilator)
             out = out[:, None] if one_vector_as_column else out[None, :]

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ._bundle import State, TangentVector
-from ._checks import constraint_tolerance, position_residual, velocity_residual, within
+from ._checks import constraint_residuals, constraint_tolerance, within
 from ._custom_types import RealScalarLike
 from ._solver._base import AbstractSolver
 from ._solver._projection import Projection
@@ -93,13 +93,15 @@ def multipliers(
 
 
 def on_constraint(system: LagrangianSystem, state: State, t: RealScalarLike = 0.0, *, tol: float | None = None):
-    """Whether $|\\phi| \\le$ `tol`$\\,(1 + |v|_\\infty)$ and $|h| \\le$ `tol` (False for NaN states).
+    """Whether each $|\\phi_i| \\le$ `tol` times the size of its terms
+    ($\\sum_j |A_{ij} v_j| + |\\phi_i - (Av)_i|$, $A = \\partial\\phi/\\partial v$) and each
+    $|h_i| \\le$ `tol` $\\sum_j |\\partial h_i/\\partial q_j\\, q_j|$ (False for NaN states): relative
+    residuals, so the verdict does not depend on the units (`_checks.velocity_residual`).
 
     The default `tol` is `1e-8` in float64 and `1e-4` in float32.
     """
     tol = constraint_tolerance(state.q.dtype) if tol is None else tol
-    phi = velocity_residual(system.constraint_residual(state, t), state.v)
-    h = position_residual(system.position_residual(state, t))
+    phi, h = constraint_residuals(system, state, t)
     return within(phi, tol) & within(h, tol)  # NaN counts as off C
 
 
@@ -112,6 +114,7 @@ def check_on_constraint(
     shown = "1e-8 (float64) / 1e-4 (float32)" if tol is None else f"{tol:g}"
     return eqx.error_if(
         state, ~on_constraint(system, state, t, tol=tol),
-        f"the state is off the constraint manifold C (|φ| or |h| above tol = {shown}; NaN counts as "
+        f"the state is off the constraint manifold C (|φ| or |h| above tol = {shown} relative to "
+        "the size of their terms; NaN counts as "
         "off C): make the initial data consistent, e.g. with gm.project_to_constraints(system, state).",
     )

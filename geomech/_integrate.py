@@ -11,21 +11,12 @@ from jax.sharding import Mesh, Sharding
 from jaxtyping import Array, Float
 
 from ._bundle import State
-from ._checks import (
-    FAILURES,
-    Failure,
-    admissibility_margin,
-    condition_3_19_margin,
-    holds,
-    mass_matrix_margin,
-    work_space_margin,
-)
+from ._checks import FAILURES, At, Failure, first_failure
 from ._custom_types import RealScalarLike
-from ._dynamics import check_solver, constrained_acceleration, on_constraint
+from ._dynamics import check_solver, constrained_acceleration
 from ._engine import (
     DEFAULT_MAX_OUTPUT_BYTES,
     RawSolution,
-    all_finite,
     check_output_size,
     check_time_interval,
     integrate,
@@ -330,30 +321,12 @@ def throw_failures_in_jit(failure: Failure, name: str) -> Failure:
 def initial_failure(
     system: LagrangianSystem, solver: AbstractSolver, state: State, t, *, acceleration: bool = True
 ) -> Failure:
-    """The first precondition of `simulate` that `state` fails (`gm.validate`'s checks: finite,
-    on $\\mathcal{C}$, regular $M$ (2.6), (3.7), a work space of full rank, (3.19), and with
-    `acceleration` a finite $a_R$), or `Failure.none`."""
+    """The first precondition of `simulate` that `state` fails (the conditions of the table in
+    `_checks` for `"simulate"`: finite, regular $M$ (2.6), (3.7), a work space of full rank,
+    (3.19), on $\\mathcal{C}$, and with `acceleration` a finite $a_R$), or `Failure.none`."""
     stages = assemble(system, state, t, checks=False)
-    ok = [
-        (all_finite(state), Failure.nonfinite_state),
-        (on_constraint(system, state, t), Failure.off_constraint),
-        (holds(mass_matrix_margin(stages.M, stages.M_cho)), Failure.mass_matrix),
-    ]
-    if stages.k:
-        ok.append((holds(admissibility_margin(stages.A)), Failure.admissibility))
-        if system.work_space is not None:
-            W = work_space_margin(system.work_space, stages.t, state.q, state.v)
-            ok.append((holds(W), Failure.work_space))
-        ok.append(
-            (holds(condition_3_19_margin(stages.A, stages.C, stages.M_cho)), Failure.condition_3_19)
-        )
-    if acceleration:
-        a_R = constrained_acceleration(stages, solver)
-        ok.append((all_finite(a_R), Failure.nonfinite_acceleration))
-    failure = Failure.none
-    for holds_, item in reversed(ok):  # the first failed condition wins
-        failure = Failure.where(holds_, failure, item)
-    return failure
+    extra = {"acceleration": lambda: constrained_acceleration(stages, solver)} if acceleration else {}
+    return first_failure("simulate", At(stages, **extra))
 
 
 def initial_failures(

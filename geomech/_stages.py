@@ -5,6 +5,8 @@ $b = -(\\partial\\phi/\\partial q) v - \\partial_t\\phi$ (Lemma 1). $\\mathcal{W
 $C = A$ for ideal constraints ($\\mathcal{W} = \\mathcal{D}$).
 """
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -14,20 +16,7 @@ from jaxtyping import Array, Float
 
 from . import _linalg as la
 from ._bundle import State
-from ._checks import (
-    ADMISSIBILITY,
-    CONDITION_3_19,
-    MASS_MATRIX,
-    NONFINITE,
-    NONFINITE_STATE,
-    NONFINITE_TIME,
-    WORK_SPACE,
-    admissibility_margin,
-    condition_3_19_margin,
-    holds,
-    mass_matrix_margin,
-    work_space_margin,
-)
+from ._checks import At, checked
 from ._custom_types import RealScalarLike
 from ._linalg import null_space
 from ._sparsity import jaxpr_nonzero_pattern
@@ -214,40 +203,6 @@ def _ell_sum(values: Array, idx: np.ndarray, u: Array) -> Array:
     return jnp.sum(values * u[idx], axis=1)
 
 
-def _check_values(system: LagrangianSystem, state: State, t, M, M_cho, Q, F0, phi, A, b, C):
-    """Check every value condition at the state, and raise (`eqx.error_if`) for the first that
-    fails, in the order of `gm.validate`: finite $q$, $v$, $t$; finite values of each user
-    function and derived quantity (naming the function); regular $L$ (2.6); admissibility
-    (3.7); a work space of full rank; condition (3.19) (scale-free, see `_checks`). NaN fails
-    every condition. Returns `(M, M_cho, Q, F0, A, b, C)` carrying the check (all of them, so
-    that it is not dead code whichever of them a solver uses)."""
-    q, v = state.q, state.v
-    finite = lambda x: jnp.all(jnp.isfinite(x))
-    values = {"L": system.L(t, q, v), "force": system.external_force(t, q, v), "known_work": F0}
-    values.update(M=M, Q=Q)
-    conditions = [(finite(q) & finite(v), NONFINITE_STATE), (finite(t), NONFINITE_TIME)]
-    k = A.shape[0]
-    if k:
-        values.update(phi=phi, A=A, b=b, C=C)
-    conditions += [
-        (finite(values[name]), f"{what} is not finite at this state: {fix}")
-        for name, what, _, fix in NONFINITE
-        if name in values
-    ]
-    conditions.append((holds(mass_matrix_margin(M, M_cho)), MASS_MATRIX))
-    if k:
-        conditions.append((holds(admissibility_margin(A)), ADMISSIBILITY))
-        if system.work_space is not None:
-            margin = work_space_margin(system.work_space, t, q, v)
-            conditions.append((holds(margin), WORK_SPACE))
-        conditions.append((holds(condition_3_19_margin(A, C, M_cho)), CONDITION_3_19))
-    ok = jnp.stack([c for c, _ in conditions])
-    messages = tuple(message + "." for _, message in conditions)
-    # the first condition that fails is reported
-    checked = (M, M_cho, Q, F0, A, b, C)
-    return eqx.branched_error_if(checked, ~jnp.all(ok), jnp.argmin(ok), messages)
-
-
 def _traced(jitted, owner, t, q, v, *static):
     """`jitted(owner, t, q, v, *static)` (a nested `jit`) and its outputs' structural nonzero
     patterns, from one trace: the patterns are read from the jaxpr of the first call, whose trace
@@ -381,32 +336,31 @@ def _assemble(system: LagrangianSystem, state: State, t, checks: bool) -> Stages
     M, Q, diagonal = _mass_and_force(system, t, q, v)
     M_cho = jnp.diag(jnp.sqrt(jnp.diagonal(M))) if diagonal else la.cholesky(M)
     F0 = system.known_work_force(t, q, v)
+    structure = dict(mass_diagonal=diagonal)
     if system.constraint is None:
         A = jnp.zeros((0, q.shape[0]), q.dtype)
-        b = jnp.zeros((0,), q.dtype)
-        if checks:
-            M, M_cho, Q, F0, A, b, _ = _check_values(system, state, t, M, M_cho, Q, F0, b, A, b, A)
-        return Stages(
-            system=system, state=state, t=t, M=M, M_cho=M_cho, Q=Q, F0=F0, phi=b, A=A, b=b, C=A,
-            ideal=True, mass_diagonal=diagonal, checked=checks,
-        )
-    phi_value, A, b, A_pattern = _constraint_stages(system, t, q, v)
-    ideal = system.work_space is None
-    gram = None
-    if ideal:
-        C, C_pattern = A, A_pattern
+        phi = b = jnp.zeros((0,), q.dtype)
+        C, ideal = A, True
     else:
-        C_pattern, C = _traced(_call, system.work_space.annihilator_matrix, t, q, v)
-    if diagonal:
-        gram = _gram_entries(A_pattern, C_pattern)
-    if checks:
-        M, M_cho, Q, F0, A, b, C = _check_values(
-            system, state, t, M, M_cho, Q, F0, phi_value, A, b, C
-        )
+        phi, A, b, A_pattern = _constraint_stages(system, t, q, v)
+        ideal = system.work_space is None
         if ideal:
-            C = A
-    return Stages(
-        system=system, state=state, t=t, M=M, M_cho=M_cho, Q=Q, F0=F0, phi=phi_value, A=A, b=b, C=C,
-        ideal=ideal, mass_diagonal=diagonal, gram_entries=gram, checked=checks,
-        A_rows=_ell(A_pattern), C_cols=_ell(C_pattern.T),
+            C, C_pattern = A, A_pattern
+        else:
+            C_pattern, C = _traced(_call, system.work_space.annihilator_matrix, t, q, v)
+        structure.update(
+            gram_entries=_gram_entries(A_pattern, C_pattern) if diagonal else None,
+            A_rows=_ell(A_pattern), C_cols=_ell(C_pattern.T),
+        )
+    stages = Stages(
+        system=system, state=state, t=t, M=M, M_cho=M_cho, Q=Q, F0=F0, phi=phi, A=A, b=b, C=C,
+        ideal=ideal, checked=checks, **structure,
+    )
+    if not checks:
+        return stages
+    # the conditions of `assemble` in the table of `_checks`; the first that fails raises. Every
+    # stage carries the check, so that it is not dead code whichever of them a solver uses.
+    M, M_cho, Q, F0, A, b, C = checked(At(stages), (M, M_cho, Q, F0, A, b, C))
+    return dataclasses.replace(
+        stages, M=M, M_cho=M_cho, Q=Q, F0=F0, A=A, b=b, C=A if ideal else C
     )

@@ -4,6 +4,7 @@ from collections.abc import Callable
 
 import equinox as eqx
 import jax
+import jax.extend
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
@@ -12,6 +13,27 @@ from ._checks import check_time
 from ._constraint import AbstractConstraint, Subspace, TimeForm
 from ._custom_types import RealScalarLike
 from ._manifold import AbstractManifold
+
+
+def _depends_on_arguments(jaxpr, live_in=None) -> bool:
+    """Whether an output of `jaxpr` depends on its inputs (all of them, or those marked in
+    `live_in`): a data-dependence closure over its equations, entering nested `jit` calls (the
+    user functions are called through one); other higher-order primitives count as depending on
+    all of their inputs."""
+    return any(_live_outputs(jaxpr, live_in))
+
+
+def _live_outputs(jaxpr, live_in=None) -> list[bool]:
+    live = {v for v, on in zip(jaxpr.invars, live_in or [True] * len(jaxpr.invars), strict=True) if on}
+    is_live = lambda x: not isinstance(x, jax.extend.core.Literal) and x in live
+    for eqn in jaxpr.eqns:
+        inner = eqn.params.get("jaxpr")
+        if eqn.primitive.name == "jit" and inner is not None:
+            outs = _live_outputs(inner.jaxpr, [is_live(x) for x in eqn.invars])
+        else:
+            outs = [any(map(is_live, eqn.invars))] * len(eqn.outvars)
+        live.update(v for v, on in zip(eqn.outvars, outs, strict=True) if on)
+    return [is_live(x) for x in jaxpr.outvars]
 
 
 def check_system(system) -> None:
@@ -148,13 +170,30 @@ class LagrangianSystem(eqx.Module):
         sq = jax.ShapeDtypeStruct((n,), state.q.dtype)
         st = jax.ShapeDtypeStruct((), state.q.dtype)
 
-        def shape_of(f, name):
+        def shape_of(f, name, *, constant_allowed=True):
+            """The shape of `f`'s values, after checking that they are real floating-point numbers
+            (and, unless `constant_allowed`, depend on the arguments)."""
             try:
-                return jax.eval_shape(f, st, sq, sq).shape
+                closed, out = jax.make_jaxpr(f, return_shape=True)(st, sq, sq)
             except (TypeError, ValueError, IndexError) as e:
-                raise ValueError(f"{name} failed on a state with n = {n} coordinates: {e}") from e
+                raise ValueError(
+                    f"{name} failed on a state with n = {n} coordinates: {e}{self._signature_hint(e)}"
+                ) from e
+            dtype = jnp.dtype(out.dtype)
+            if not jnp.issubdtype(dtype, jnp.floating):
+                raise TypeError(
+                    f"{name} returns values of dtype {dtype}: it must return real floating-point "
+                    "values (write 1.0, not 1; no complex numbers, no comparisons as values), "
+                    "e.g. by computing from q and v, which are floating point."
+                )
+            if not constant_allowed and not _depends_on_arguments(closed.jaxpr):
+                raise ValueError(
+                    f"{name} returns a constant that does not depend on t, q or v: give a function "
+                    "of the state (e.g. lambda q, v: 0.5 * v @ v for a Lagrangian)."
+                )
+            return out.shape
 
-        if shape_of(self.L, "the Lagrangian") != ():
+        if shape_of(self.L, "the Lagrangian", constant_allowed=False) != ():
             raise ValueError(f"the Lagrangian must return a scalar, got shape {shape_of(self.L, 'L')}.")
         for f, name in ((self.external_force, "force"), (self.known_work_force, "known_work")):
             s = shape_of(f, name)
@@ -162,7 +201,7 @@ class LagrangianSystem(eqx.Module):
                 raise ValueError(f"{name} must return a covector of shape ({n},), got {s}.")
         if self.constraint is None:
             return 0
-        k_shape = shape_of(self.constraint.residual, "the constraint")
+        k_shape = shape_of(self.constraint.residual, "the constraint", constant_allowed=False)
         k = k_shape[0]
         if not 1 <= k <= n - 1:
             raise ValueError(
@@ -182,6 +221,21 @@ class LagrangianSystem(eqx.Module):
                     f"constraints it must be {want} (dim W = dim D = n - k, condition (3.19))."
                 )
         return k
+
+    def _signature_hint(self, error: Exception) -> str:
+        """For a user function called with the wrong number of arguments: which signature the
+        system expects (`time_dependent`)."""
+        if not isinstance(error, TypeError) or "argument" not in str(error):
+            return ""
+        if self.time_dependent:
+            return (
+                " (this system has time_dependent=True: every user function takes (t, q, v), "
+                "a constraint's h or A_of_q (t, q))"
+            )
+        return (
+            " (user functions take (q, v), a constraint's h or A_of_q (q); for functions of "
+            "(t, q, v) pass time_dependent=True to gm.LagrangianSystem)"
+        )
 
     def check_state(self, state: State, t: RealScalarLike = 0.0) -> bool:
         """`check_shapes` for one state `(n,)` or a batch `(B, n)`; returns whether it is batched."""

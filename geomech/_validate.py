@@ -1,9 +1,9 @@
 """`gm.validate`: every problem of a system at a state, with one set of tolerances.
 
-The numerical conditions are those of `_checks` (also used by `assemble`'s runtime checks and by
-the on-$\\mathcal{C}$ check of `simulate`), evaluated once at the state; a problem that follows
-from an earlier one (a non-finite $M$ because $L$ is non-finite, condition (3.19) when $M$ is
-singular) is not repeated.
+The numerical conditions are the rows of the table in `_checks` (also looped over by
+`assemble`'s runtime checks and the preconditions of `simulate`), evaluated once at the state; a
+problem that follows from an earlier one (a non-finite $M$ because $L$ is non-finite, condition
+(3.19) when $M$ is singular) is not repeated.
 """
 
 import dataclasses
@@ -11,20 +11,9 @@ import dataclasses
 import equinox as eqx
 import numpy as np
 
+from . import _checks
 from ._bundle import State
-from ._checks import (
-    ADMISSIBILITY,
-    CONDITION_3_19,
-    MASS_MATRIX,
-    NONFINITE,
-    admissibility_margin,
-    condition_3_19_margin,
-    constraint_tolerance,
-    mass_matrix_margin,
-    position_residual,
-    velocity_residual,
-    work_space_margin,
-)
+from ._checks import At
 from ._stages import assemble
 from ._system import LagrangianSystem
 
@@ -88,35 +77,11 @@ class ValidationReport:
 
 
 @eqx.filter_jit
-def _measure(system: LagrangianSystem, state: State, t) -> dict:
-    """Every quantity `validate` looks at, computed once (unchecked stages)."""
-    st = assemble(system, state, t, checks=False)
-    q, v, t = st.state.q, st.state.v, st.t
-    out = {
-        "L": system.L(t, q, v),
-        "force": system.external_force(t, q, v),
-        "known_work": system.known_work_force(t, q, v),
-        "M": st.M,
-        "Q": st.Q,
-        "mass_matrix": mass_matrix_margin(st.M, st.M_cho),
-    }
-    if st.k > 0:
-        h = system.position_residual(st.state, t)
-        out.update(
-            phi=st.phi,
-            h=h,
-            A=st.A,
-            b=st.b,
-            velocity_residual=velocity_residual(st.phi, v),
-            position_residual=position_residual(h),
-            admissibility=admissibility_margin(st.A),
-            condition_3_19=condition_3_19_margin(st.A, st.C, st.M_cho),
-        )
-        ws = system.work_space
-        if ws is not None:  # W must be given by n - k independent vectors or k independent rows
-            out["C"] = st.C
-            out["work_space"] = work_space_margin(ws, t, q, v)
-    return out
+def _measure(system: LagrangianSystem, state: State, t) -> tuple:
+    """What each condition of `validate` measures at the state, computed once (unchecked
+    stages): `(name, measure)` pairs in the order of the table."""
+    at = At(assemble(system, state, t, checks=False))
+    return tuple((c.name, c.measure(at)) for c in _checks.CONDITIONS if c.used_by("validate", at))
 
 
 def _nonfinite(x) -> str | None:
@@ -142,12 +107,18 @@ def validate(system: LagrangianSystem, state: State, t=0.0) -> ValidationReport:
     - finite $q$, $v$, $t$, and finite values at the state of $L$, $F^e$, $\\phi$, $h$, $F^0$,
         $M$, $Q$, $A = \\partial\\phi/\\partial v$, $b$ and $C$, naming the user function that
         produced a non-finite value (`'nonfinite'`);
-    - regular $L$ (2.6): $M$ positive definite (`'mass_matrix'`);
+    - regular $L$ (2.6): $M$ positive definite, judged on the Jacobi-scaled $D^{-1/2} M D^{-1/2}$
+        (`'mass_matrix'`);
     - admissibility (3.7): $\\operatorname{rank}\\partial\\phi/\\partial v = k$ (`'admissibility'`);
     - a work space of full rank (`'work_space'`) and condition (3.19), $AM^{-1}C^\\top$
         invertible (`'condition_3_19'`);
-    - the state on $\\mathcal{C}$: $|\\phi| \\le \\text{tol}\\,(1 + |v|_\\infty)$ and
-        $|h| \\le \\text{tol}$, tol = `1e-8` in float64, `1e-4` in float32 (`'off_constraint'`).
+    - the state on $\\mathcal{C}$: each $|\\phi_i| \\le \\text{tol} \\sum(\\text{its terms})$
+        ($\\sum_j |A_{ij} v_j| + |\\phi_i - (Av)_i|$) and each
+        $|h_i| \\le \\text{tol} \\sum_j |\\partial h_i/\\partial q_j\\, q_j|$, tol = `1e-8` in
+        float64, `1e-4` in float32 (`'off_constraint'`).
+
+    Every tolerance is relative to the problem's own scales: the verdict does not depend on the
+    units of lengths, masses and time.
 
     Problems that follow from an earlier one are not repeated (e.g. no (3.19) problem when $M$ is
     singular). Runs one compiled evaluation of the stages; not traceable itself (call it on
@@ -176,79 +147,36 @@ def validate(system: LagrangianSystem, state: State, t=0.0) -> ValidationReport:
         problems.append(Problem("shape", f"t must be a scalar, got shape {np.shape(t)}."))
         return report()
     try:
-        k = system.check_shapes(state, t)
+        system.check_shapes(state, t)
     except (TypeError, ValueError) as e:
         problems.append(Problem("shape", str(e).strip().splitlines()[0]))
         return report()
 
-    for name, x in (("q", state.q), ("v", state.v), ("t", t)):
-        where = _nonfinite(x)
-        if where is not None:
-            problems.append(
-                Problem("nonfinite", f"{name} is not finite ({where}): give finite q, v, t.")
-            )
-    if problems:  # everything below is evaluated at the state
-        return report()
-
-    m = {
-        key: np.asarray(x) if not isinstance(x, tuple) else tuple(map(float, x))
-        for key, x in _measure(system, state, t).items()
-    }
-    finite = {}
-    for name, what, inputs, fix in NONFINITE:
-        if name not in m:
+    conditions = {c.name: c for c in _checks.CONDITIONS}
+    failed, blocked = set(), False
+    for name, measured in _measure(system, state, t):
+        c = conditions[name]
+        if blocked and not c.blocking:  # everything below is evaluated at the state
+            break
+        if bool(c.holds(measured)):
             continue
-        where = _nonfinite(m[name])
-        finite[name] = where is None
-        if where is not None and all(finite.get(i, True) for i in inputs):
-            problems.append(
-                Problem("nonfinite", f"{what} is not finite at this state ({where}): {fix}.")
+        failed.add(name)
+        if failed & set(c.after):  # follows from an earlier problem
+            continue
+        if c.kind == "finite":
+            where = "; ".join(
+                f"{key} is not finite: {_nonfinite(x)}"
+                for key, x in measured.items()
+                if _nonfinite(x) is not None
             )
-
-    def margin(code, base, detail, needed=()):
-        if not all(finite.get(n, True) for n in needed):
-            return False
-        value, tol = m[code]
-        if value > tol:
-            return True
-        problems.append(
-            Problem(code, f"{base} ({detail} = {value:.3g}, needs > {tol:.3g}).", value, tol)
-        )
-        return False
-
-    regular = margin("mass_matrix", MASS_MATRIX, "smallest Cholesky pivot² / largest |M_ii|", ["M"])
-    if k == 0:
-        return report()
-    admissible = margin("admissibility", ADMISSIBILITY, "σ_min of ∂φ/∂v with unit rows", ["A"])
-    full_w = True
-    if "work_space" in m:
-        what = "basis columns" if system.work_space.basis is not None else "annihilator rows"
-        full_w = margin(
-            "work_space",
-            f"the work space W is rank deficient: its {what} are linearly dependent; give "
-            f"dim W = n − k = {state.q.shape[0] - k} independent vectors (or k = {k} independent "
-            "rows)",
-            "σ_min with unit vectors",
-            ["C"],
-        )
-    if regular and admissible and full_w:
-        margin("condition_3_19", CONDITION_3_19, "σ_min of Â Ĉᵀ", ["A", "C"])
-
-    tol = constraint_tolerance(state.q.dtype)
-    fix = "make the initial data consistent, e.g. with gm.project_to_constraints(system, state)"
-    for name, residual, what in (
-        ("phi", "velocity_residual", "|φ| / (1 + |v|∞)"),
-        ("h", "position_residual", "|h|"),
-    ):
-        value = float(m[residual])
-        if finite[name] and not value <= tol:
+            problems.append(Problem(c.code, f"{c.message} ({where}): {c.fix}."))
+        else:
+            value, tol = (float(x) for x in measured)
+            needs = "needs > " if c.kind == "margin" else "needs <= "
             problems.append(
                 Problem(
-                    "off_constraint",
-                    f"the state is off the constraint manifold C: {what} = {value:.3g} > "
-                    f"{tol:.3g}; {fix}.",
-                    value,
-                    tol,
+                    c.code, f"{c.text()} ({c.detail} = {value:.3g}, {needs}{tol:.3g}).", value, tol
                 )
             )
+        blocked |= c.blocking
     return report()

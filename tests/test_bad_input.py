@@ -194,6 +194,26 @@ NONLINEAR = gm.LagrangianSystem(
 )
 ON_NONLINEAR = gm.State(jnp.zeros(2), jnp.array([1.0, -1.0]))
 
+# units (issue 22 item 1): a pendulum of length 1e-6 and one of 10 m written in millimetres, a
+# sleigh moving at 5e-10, two coordinates in very different units
+def _pendulum_of(l):
+    return gm.LagrangianSystem(
+        lambda q, v: 0.5 * v @ v - q[1], constraint=gm.HolonomicConstraint(lambda q: q @ q - l**2)
+    )
+
+
+SLEIGH = gm.LagrangianSystem(
+    lambda q, v: 0.5 * v @ v,
+    constraint=gm.LinearConstraint(
+        lambda q: jnp.stack([-jnp.sin(q[2]), jnp.cos(q[2]), -0.5 + 0 * q[2]])[None]
+    ),
+)
+MM_STATE = gm.State(1e4 * jnp.array([jnp.sin(0.7), -jnp.cos(0.7)]), 2e3 * jnp.array([jnp.cos(0.7), jnp.sin(0.7)]))
+# g = v₁ + v₀²/2 with M = I: ker G = span e₀ at v = 0, where M_μ = 1 + μ vanishes for μ = -1
+IMPASSE = gm.LagrangianSystem(
+    lambda q, v: 0.5 * v @ v, constraint=gm.Constraint(lambda q, v: v[1] + 0.5 * v[0] ** 2)
+)
+
 # -- the table ------------------------------------------------------------------------------------
 
 CASES: list[tuple[str, Callable, object]] = [
@@ -259,6 +279,17 @@ CASES: list[tuple[str, Callable, object]] = [
     ("State-complex", lambda: gm.State(jnp.ones(2) * 1j, jnp.ones(2)), raises(TypeError, r"State\(q, v\) takes real arrays.*complex128")),
     ("State-str", lambda: gm.State("a", "b"), raises(TypeError, r"State\(q, v\) takes real arrays.*got str")),
     ("State-None", lambda: gm.State(None, None), raises(TypeError, r"State\(q, v\) takes real arrays.*NoneType")),
+    ("State-mixed-precision", lambda: gm.State(jnp.ones(2, jnp.float32), jnp.ones(2)), raises(TypeError, r"State\(q, v\) needs q and v of one dtype, got q float32 and v float64")),
+    # user functions checked for what they return (issue 22 item 2)
+    ("L-constant", _acc(gm.LagrangianSystem(lambda q, v: 0.0)), raises(ValueError, r"the Lagrangian returns a constant that does not depend on t, q or v")),
+    ("L-integer", _acc(gm.LagrangianSystem(lambda q, v: jnp.sum(v.astype(int)))), raises(TypeError, r"the Lagrangian returns values of dtype int64: it must return real floating-point")),
+    ("force-complex", _acc(gm.LagrangianSystem(FREE.lagrangian, force=lambda q, v: 1j * v)), raises(TypeError, r"force returns values of dtype complex128")),
+    ("constraint-complex", _acc(gm.LagrangianSystem(FREE.lagrangian, constraint=gm.Constraint(lambda q, v: (1j * v[0] + v[1])[None]))), raises(TypeError, r"the constraint returns values of dtype complex128")),
+    ("constraint-bool", _acc(gm.LagrangianSystem(FREE.lagrangian, constraint=gm.Constraint(lambda q, v: (v[0] > 0)[None]))), raises(TypeError, r"the constraint returns values of dtype bool")),
+    ("constraint-constant", _acc(gm.LagrangianSystem(FREE.lagrangian, constraint=gm.HolonomicConstraint(lambda q: jnp.array([1.0])))), raises(ValueError, r"the constraint returns a constant that does not depend on t, q or v")),
+    ("work-space-complex", _acc(gm.LagrangianSystem(lambda q, v: 0.5 * v @ v, constraint=gm.LinearConstraint(lambda q: jnp.array([[1.0, -1.0, 0.0]])), work_space=gm.Subspace(annihilator=lambda q, v: jnp.array([[1.0, 1j, 0.0]]))), ON_LINEAR), raises(ValueError, r"work_space failed on a state with n = 3 coordinates: work_space returns values of dtype complex128")),
+    ("L-signature-needs-time-dependent", _acc(gm.LagrangianSystem(lambda t, q, v: 0.5 * v @ v)), raises(ValueError, r"missing 1 required positional argument.*pass time_dependent=True to gm.LagrangianSystem")),
+    ("L-signature-time-dependent-given", _acc(gm.LagrangianSystem(lambda q, v: 0.5 * v @ v, time_dependent=True)), raises(ValueError, r"this system has time_dependent=True: every user function takes \(t, q, v\)")),
     # gm.LagrangianSystem
     ("system-lagrangian-not-callable", lambda: gm.LagrangianSystem(3.0), raises(TypeError, r"lagrangian must be a callable L\(q, v\)")),
     ("system-constraint-function", _system(constraint=lambda q, v: v[0]), raises(TypeError, r"constraint must be a gm.Constraint, gm.HolonomicConstraint")),
@@ -329,7 +360,12 @@ CASES: list[tuple[str, Callable, object]] = [
     ("validate-batched", lambda: gm.validate(CIRCLE, BATCH), reports(["shape"], r"batch with jax.vmap")),
     ("validate-t-vector", lambda: gm.validate(CIRCLE, ON_CIRCLE, jnp.zeros(2)), reports(["shape"], r"t must be a scalar")),
     ("validate-not-a-system", lambda: gm.validate(FREE.lagrangian, S2), reports(["type"], r"expected a gm.LagrangianSystem")),
+    ("validate-micrometre-pendulum-off-C", lambda: gm.validate(_pendulum_of(1e-6), gm.State(jnp.array([2e-6, 0.0]), jnp.zeros(2))), reports(["off_constraint"], r"off the constraint manifold C.*\|h_i\|")),
+    ("validate-slow-sleigh-off-C", lambda: gm.validate(SLEIGH, gm.State(jnp.zeros(3), jnp.array([0.0, 5e-10, 0.0]))), reports(["off_constraint"], r"off the constraint manifold C.*\|φ_i\| .* = 0.894, needs <= 1e-08")),
+    ("validate-millimetre-pendulum-exact", lambda: gm.validate(_pendulum_of(1e4), MM_STATE), reports((), r"^valid")),
+    ("validate-M-in-different-units", lambda: gm.validate(gm.LagrangianSystem(lambda q, v: 0.5 * (1e-7 * v[0] ** 2 + 1e7 * v[1] ** 2)), S2), reports((), r"^valid")),
     # consistent_state / linearize
+    ("consistent_state-singular-solution", lambda: gm.consistent_state(CIRCLE, gm.State(jnp.array([1.0, 0.1]), jnp.array([0.0, 1.0])), fixed_q=(0,), fixed_v=(1,)), raises(RUNTIME, r"converged, but to a point where the constraints' Jacobian with respect to them is singular")),
     ("consistent_state-index-out-of-range", lambda: gm.consistent_state(CIRCLE, ON_CIRCLE, fixed_q=(5,)), raises(ValueError, r"fixed_q index 5 is out of range: indices must lie in 0..1")),
     ("consistent_state-index-str", lambda: gm.consistent_state(CIRCLE, ON_CIRCLE, fixed_q="0"), raises(TypeError, r"fixed_q must be a sequence of integer indices")),
     ("consistent_state-index-bool", lambda: gm.consistent_state(CIRCLE, ON_CIRCLE, fixed_q=(True,)), raises(TypeError, r"fixed_q must contain integer indices, got the bool")),
@@ -354,6 +390,7 @@ CASES: list[tuple[str, Callable, object]] = [
     ("vakonomic-impasse_tol-negative", _vak(impasse_tol=-1.0), raises(ValueError, r"impasse_tol must be a finite number >= 0")),
     ("vakonomic-impasse_tol-nan", _vak(impasse_tol=NAN), raises(ValueError, r"impasse_tol must be a finite number >= 0")),
     ("vakonomic-t1-nan", _vak(t1=NAN), raises(ValueError, r"t1 must be a finite real number")),
+    ("vakonomic-starts-at-impasse", _vak(IMPASSE, gm.State(jnp.zeros(2), jnp.zeros(2)), mu0=jnp.array([-1.0])), raises(RUNTIME, r"vakonomic impasse point: M_mu .* is degenerate on ker\(dg/dv\)")),
     ("vakonomic-off-C", _vak(y0=gm.State(1.1 * ON_CIRCLE.q, ON_CIRCLE.v)), raises(ValueError, r"simulate_vakonomic: .*the trajectory: the state is off the constraint manifold C.*project_to_constraints")),
     ("vakonomic-rtol-with-controller", _vak(rtol=1e-6, stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-6)), raises(ValueError, r"not both")),
     # the command line: exit status 2, one line, no traceback

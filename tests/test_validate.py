@@ -147,7 +147,8 @@ def test_predicates_treat_nan_as_failing():
     M = jnp.eye(2).at[0, 0].set(jnp.nan)
     assert not _checks.holds(_checks.mass_matrix_margin(M, jnp.linalg.cholesky(M)))
     assert not _checks.holds(_checks.admissibility_margin(jnp.full((1, 2), jnp.nan)))
-    assert not _checks.within(_checks.velocity_residual(jnp.array([nan]), jnp.zeros(2)), 1.0)
+    nan_phi = _checks.velocity_residual(jnp.array([nan]), jnp.ones((1, 2)), jnp.zeros(2), jnp.eye(2))
+    assert not _checks.within(nan_phi, 1.0)
 
 
 def test_runtime_checks_agree_with_validate():
@@ -165,8 +166,11 @@ def test_runtime_checks_agree_with_validate():
 def test_on_constraint_tolerance_is_shared(scale):
     """`gm.on_constraint` (used by `simulate`) and `validate` draw the line at the same residual."""
     tol = _checks.constraint_tolerance(jnp.float64)
-    # φ = 2 (x ẋ + y ẏ) for h = x² + y² − l²: a radial velocity δ gives |φ| = 2 δ on the unit circle
-    delta = scale * tol * (1 + float(jnp.max(jnp.abs(ON_C.v)))) / 2
+    # φ = 2 (x ẋ + y ẏ) for h = x² + y² − l² and M = m I: a radial velocity δ on the unit circle
+    # gives |φ| = 2 δ against the size of its terms |∂φ/∂v| |v| = 2 |v| = 2 √(|v₀|² + δ²)
+    speed = float(jnp.linalg.norm(ON_C.v))
+    ratio = scale * tol  # δ / √(speed² + δ²)
+    delta = ratio * speed / np.sqrt(1 - ratio**2)
     state = gm.State(ON_C.q, ON_C.v + delta * ON_C.q)
     on_c = bool(gm.on_constraint(PENDULUM, state))
     assert on_c == (scale < 1.0)

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .. import _linalg as la
 from .._bundle import State
 from .._custom_types import RealScalarLike
 from .._linalg import null_space
@@ -84,13 +85,18 @@ def vakonomic_mass_matrix(stages: Stages, mu_g: LagrangianSystem) -> Float[Array
 
 
 def signed_margin(stages: Stages, M_mu) -> Float[Array, ""]:
-    """$\\pm\\sigma_{\\min}/\\sigma_{\\max}$ of $Z^\\top M_\\mu Z$ ($Z$ a basis of $\\ker G$),
-    with the sign of its determinant: zero at an impasse point (the KKT matrix is singular iff
-    $M_\\mu$ is degenerate on $\\ker G$) and changing sign where a motion crosses one. The sign
-    does not depend on the basis $Z$. A check, not differentiated."""
-    Z = null_space(stages.A)
-    lam = jnp.linalg.eigvalsh(jax.lax.stop_gradient(Z.T @ M_mu @ Z))  # symmetric: σ = |λ|
-    return jnp.prod(jnp.sign(lam)) * jnp.min(jnp.abs(lam)) / jnp.max(jnp.abs(lam))
+    """The eigenvalue of $M_\\mu$ on $\\ker G$ relative to the kinetic metric $M$ there that is
+    smallest in modulus, with the sign of $\\det Z^\\top M_\\mu Z$ ($Z$ a basis of $\\ker G$):
+    the generalized eigenvalues $\\lambda$ of $(Z^\\top M_\\mu Z, Z^\\top M Z)$, all 1 at
+    $\\mu = 0$. Zero at an impasse point (the KKT matrix is singular iff $M_\\mu$ is degenerate
+    on $\\ker G$), also when $\\dim\\ker G = 1$, and changing sign where a motion crosses one;
+    independent of the basis $Z$, of the coordinates and of the units of $L$. A check, not
+    differentiated."""
+    Z = jax.lax.stop_gradient(null_space(stages.A))
+    W = la.cholesky(Z.T @ jax.lax.stop_gradient(stages.M) @ Z)  # Z^T M Z = W W^T
+    Y = la.solve_lower(W, Z.T)  # W^{-1} Z^T: the M-orthonormal basis Z W^{-T} of ker G, transposed
+    lam = jnp.linalg.eigvalsh(Y @ jax.lax.stop_gradient(M_mu) @ Y.T)
+    return jnp.prod(jnp.sign(lam)) * jnp.min(jnp.abs(lam))
 
 
 def vakonomic_kkt(stages: Stages, mu, omega, modified):
@@ -158,7 +164,7 @@ def vakonomic_acceleration(
         ((52), second group).
     - `modified`: with `omega`, the modified vakonomic equations (60) of [16]/[19], which also add
         $\\Omega^\\top \\partial L/\\partial v$.
-    - `throw`: at an impasse point ($M_\\mu$ degenerate on $\\ker G$, relative smallest singular
+    - `throw`: at an impasse point ($M_\\mu$ degenerate on $\\ker G$, `impasse_margin`
         value below `impasse_tol`) raise an error if `True`, else return NaNs.
     - `impasse_tol`: default $\\sqrt{\\varepsilon}$ of the dtype.
 
@@ -182,8 +188,9 @@ def vakonomic_acceleration(
 def impasse_margin(
     system: LagrangianSystem, state: State, mu: Float[Array, " k"], t: RealScalarLike = 0.0
 ) -> Float[Array, ""]:
-    """How far the vakonomic KKT system is from singular: $\\sigma_{\\min}/\\sigma_{\\max}$ of
-    $M_\\mu$ restricted to $\\ker G$ (zero at an impasse point). Not differentiated."""
+    """How far the vakonomic KKT system is from singular: the smallest $|\\lambda|$ of $M_\\mu$
+    relative to $M$ on $\\ker G$ (`signed_margin`; 1 at $\\mu = 0$, zero at an impasse point).
+    Not differentiated."""
     check_vakonomic_system(system, state, mu, t)
     stages = assemble(system, state, t, checks=False)
     return jnp.abs(signed_margin(stages, vakonomic_mass_matrix(stages, multiplier_lagrangian(stages, mu))))

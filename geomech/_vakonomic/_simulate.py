@@ -10,12 +10,10 @@ import numpy as np
 from jaxtyping import Array, Bool, Float
 
 from .._bundle import State
-from .._checks import Failure, admissibility_margin, holds, mass_matrix_margin
+from .._checks import At, Failure, first_failure
 from .._custom_types import RealScalarLike
-from .._dynamics import on_constraint
 from .._engine import (
     DEFAULT_MAX_OUTPUT_BYTES,
-    all_finite,
     check_output_size,
     check_time_interval,
     integrate,
@@ -272,21 +270,12 @@ def simulate_vakonomic(
 
 
 def _initial_failure(system: LagrangianSystem, state: State, mu, t) -> Failure:
-    """The first precondition of `simulate_vakonomic` that `(state, mu)` fails: finite $(q, v)$
-    and $\\mu$, on $g = 0$, regular $M$ (2.6), $G = \\partial g/\\partial v$ of full rank (3.7);
-    else `Failure.none`. (A degenerate $M_\\mu$ at $t_0$ is an impasse point, the event's case.)"""
+    """The first precondition of `simulate_vakonomic` that `(state, mu)` fails (the conditions of
+    the table in `_checks` for `"vakonomic"`: finite $(q, v)$ and $\\mu$, regular $M$ (2.6),
+    $G = \\partial g/\\partial v$ of full rank (3.7), on $g = 0$); else `Failure.none`. (An impasse
+    point at $t_0$ is the `_Impasse` event's case: stopped there, `sol.impasse`.)"""
     stages = assemble(system, state, t, checks=False)
-    ok = (
-        (all_finite(state), Failure.nonfinite_state),
-        (all_finite(mu), Failure.nonfinite_multipliers),
-        (on_constraint(system, state, t), Failure.off_constraint),
-        (holds(mass_matrix_margin(stages.M, stages.M_cho)), Failure.mass_matrix),
-        (holds(admissibility_margin(stages.A)), Failure.admissibility),
-    )
-    failure = Failure.none
-    for holds_, item in reversed(ok):  # the first failed condition wins
-        failure = Failure.where(holds_, failure, item)
-    return failure
+    return first_failure("vakonomic", At(stages, mu=lambda: mu))
 
 
 @eqx.filter_jit
