@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import solvers as every_solver
 from random_systems import random_system
 
 import geomech as gm
@@ -393,15 +394,7 @@ def test_all_solvers_give_the_same_linearization():
     NonholonomicMomentum with the model's SE(2) action)."""
     model = gm.models.ChaplyginSleigh(m=1.0, l=0.8)
     state = model.initial_state(u0=0.7, omega0=0.9, theta0=0.3)
-    solvers = [
-        gm.Projection(),
-        gm.Gauss(),
-        gm.GibbsAppell(metric="W"),
-        gm.GibbsAppell(metric="D"),
-        gm.Kane(),
-        gm.Multipliers(),
-        gm.NonholonomicMomentum(model.action()),
-    ]
+    solvers = list(every_solver(action=model.action()).values())
     sets = dict(coordinates=(2,), speeds=(0, 2), fixed_q=(0, 1))  # (θ; ẋ, θ̇), ẏ from the knife edge
     As = [gm.linearize(model.system(), state, solver=solver, **sets).A for solver in solvers]
     assert jnp.abs(As[0]).max() > 0.5

@@ -1,5 +1,7 @@
 """The documentation site builds with `mkdocs build --strict`, and its Python examples run."""
 
+import contextlib
+import io
 import os
 import pathlib
 import re
@@ -11,6 +13,7 @@ import material  # noqa: F401 - mkdocs-material, mkdocs and mkdocstrings are tes
 import mkdocs  # noqa: F401   a missing one fails here instead of skipping
 import mkdocstrings  # noqa: F401
 import pytest
+from helpers import output_mismatches
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -47,22 +50,45 @@ def test_mkdocs_build_strict(tmp_path):
         "rotating_bodies.md",
     ):
         assert page in nav and (ROOT / "docs" / page).exists()
+    # the site works without network access: every script and stylesheet is the site's own, and
+    # the mathematics renderer is among them
+    external = []
+    for html in (tmp_path / "site").rglob("*.html"):
+        for url in LOADED.findall(html.read_text()):
+            if re.match(r"(?:[a-z][a-z0-9+.-]*:)?//", url, flags=re.I):
+                external.append(f"{html.relative_to(tmp_path / 'site')}: {url}")
+    assert not external, "the built site loads from other hosts:\n" + "\n".join(sorted(set(external)))
+    assert "javascripts/mathjax/tex-svg-full.js" in api
+    assert (tmp_path / "site" / "javascripts" / "mathjax" / "tex-svg-full.js").stat().st_size > 10**6
     shutil.rmtree(tmp_path / "site")
 
 
+# what a page loads: <script src=...>, <link href=...> (stylesheets, icons, preconnects), <img src=...>
+LOADED = re.compile(r"<(?:script|link|img|iframe)\b[^>]*?\b(?:src|href)=[\"']?([^\"' >]+)", flags=re.I)
+
+
+def test_external_hosts_are_found():
+    page = '<script src="https://unpkg.com/m.js"></script><link href=//fonts.x/y rel=stylesheet><a href="https://x">'
+    assert LOADED.findall(page) == ["https://unpkg.com/m.js", "//fonts.x/y"]
+
+
 # ```python blocks preceded by <!-- not-run: REASON --> are not executed; each such block is
-# listed here, so that a new one is a deliberate decision
+# listed here, so that a new one is a deliberate decision. A block that prints is followed by a
+# ```text block with what it prints (compared by `helpers.output_mismatches`: the same text, the
+# same numbers to 1 %, round-off as round-off).
 NOT_RUN = {"multi_device.md": 3}
 BLOCK = re.compile(
-    r"(?:<!--\s*not-run:(?P<why>[^>]*)-->\s*\n)?^```python[^\n]*\n(?P<code>.*?)^```",
+    r"(?:<!--\s*not-run:(?P<why>[^>]*)-->\s*\n)?^```python[^\n]*\n(?P<code>.*?)^```[ \t]*\n"
+    r"(?:\s*^```text[^\n]*\n(?P<out>.*?)^```)?",
     flags=re.S | re.M,
 )
 PAGES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 
 
 def python_blocks(path):
-    """`(code, reason)` of every ```python block of `path` (`reason` is None for a block to run)."""
-    return [(m["code"], m["why"]) for m in BLOCK.finditer(path.read_text())]
+    """`(code, reason, shown)` of every ```python block of `path`: `reason` is None for a block to
+    run, `shown` the output shown after it (None if none is)."""
+    return [(m["code"], m["why"], m["out"]) for m in BLOCK.finditer(path.read_text())]
 
 
 def test_every_python_block_is_found_and_not_run_blocks_are_justified():
@@ -70,21 +96,40 @@ def test_every_python_block_is_found_and_not_run_blocks_are_justified():
         text = path.read_text()
         blocks = python_blocks(path)
         assert len(blocks) == text.count("```python"), path.name  # the regex saw every block
-        skipped = [why for _, why in blocks if why is not None]
+        skipped = [why for _, why, _ in blocks if why is not None]
         assert all(why.strip() for why in skipped), path.name
         assert len(skipped) == NOT_RUN.get(path.name, 0), path.name
     assert python_blocks(ROOT / "README.md")  # the README example
 
 
+def test_shown_outputs_are_compared():
+    assert output_mismatches("3 problems:\n  off C 0.5", "3 problems:\n    off C 0.5") == []
+    assert output_mismatches("ran 100000 steps, t = 0.05", "ran 4096 steps, t = 0.14")
+    assert output_mismatches("2 problems", "1 problem")
+    assert output_mismatches("|h| = 5.1e-16", "|h| = 4.7e-16") == []  # both round-off
+
+
 @pytest.mark.parametrize(
     "path", [p for p in PAGES if python_blocks(p)], ids=lambda p: p.name
 )
-def test_examples_run(path):
-    """Every runnable block of the page, in order, in one namespace (blocks build on each other)."""
+def test_examples_run_and_print_what_the_page_shows(path):
+    """Every runnable block of the page, in order, in one namespace (blocks build on each other);
+    what a block prints is the ```text block shown after it."""
     namespace = {}
-    for code, why in python_blocks(path):
-        if why is None:
+    for i, (code, why, shown) in enumerate(python_blocks(path)):
+        if why is not None:
+            assert shown is None, f"{path.name}: block {i} is not run but shows an output"
+            continue
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
             exec(compile(code, str(path.relative_to(ROOT)), "exec"), namespace)  # noqa: S102 - our own docs
+        where = f"{path.name}, block {i} ({code.strip().splitlines()[0][:60]!r})"
+        if shown is None:
+            assert not printed.getvalue(), f"{where} prints\n{printed.getvalue()}\nbut the page shows no output"
+        else:
+            assert not output_mismatches(printed.getvalue(), shown), (
+                where + "\n" + "\n".join(output_mismatches(printed.getvalue(), shown))
+            )
 
 
 # -- citations -------------------------------------------------------------------------------------
@@ -157,3 +202,9 @@ def test_the_checks_can_fail():
         "MW",
         "UdwadiaKalaba2001",
     ]
+
+
+def test_getting_started_lists_every_notebook():
+    text = (ROOT / "docs" / "getting_started.md").read_text()
+    missing = [p.name for p in sorted((ROOT / "notebooks").glob("*.ipynb")) if p.name not in text]
+    assert not missing, f"docs/getting_started.md does not list {missing}"

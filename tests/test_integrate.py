@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import pendulum_state
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from random_systems import random_system
 
@@ -23,14 +24,6 @@ PENDULUM = CartesianPendulum(m=1.0, l=1.0, g=G)
 PSYS = PENDULUM()
 TS = jnp.linspace(0.0, 10.0, 101)
 TIGHT = dict(rtol=1e-10, atol=1e-10)
-
-
-def pendulum_state(theta, omega, l=1.0):
-    """The bob at angle `theta` from the downward x axis with angular velocity `omega` (on C)."""
-    theta, omega = jnp.asarray(theta, float), jnp.asarray(omega, float)
-    e_r = jnp.stack([jnp.cos(theta), jnp.sin(theta)], -1)
-    e_t = jnp.stack([-jnp.sin(theta), jnp.cos(theta)], -1)
-    return gm.State(l * e_r, (l * omega)[..., None] * e_t)
 
 
 Y0 = pendulum_state(0.5, 2.0)

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference as ref
+from helpers import solvers as every_solver
 from model_problems import WITH_ACTION
 from model_problems import problem as model_problem
 from random_systems import perturbed_states, user_basis
@@ -56,21 +57,10 @@ def diagnostics(system, ts, q, v):
 
 
 def solvers_for(name, model, problem, n, k):
-    """Every solver, explicitly: Kane with a user basis of W, and the momentum equation where the
-    model has a symmetry (`model_problems.WITH_ACTION`)."""
-    solvers = {
-        "Projection": gm.Projection(),
-        "Gauss": gm.Gauss(),
-        "GibbsAppell(W)": gm.GibbsAppell(metric="W"),
-        "GibbsAppell(D)": gm.GibbsAppell(metric="D"),
-        "Kane": gm.Kane(),
-        "Kane(bracket)": gm.Kane(construction="bracket"),
-        "Kane(basis)": gm.Kane(basis=user_basis(problem, n, k)),
-        "Multipliers": gm.Multipliers(),
-    }
-    if name in WITH_ACTION:
-        solvers["NonholonomicMomentum"] = gm.NonholonomicMomentum(model.action())
-    return solvers
+    """Every solver (`helpers.solvers`): Kane with a user basis of W, and the momentum equation
+    where the model has a symmetry (`model_problems.WITH_ACTION`)."""
+    action = model.action() if name in WITH_ACTION else None
+    return every_solver(basis=user_basis(problem, n, k), action=action)
 
 
 @eqx.filter_jit
@@ -118,7 +108,7 @@ def test_model_well_posed(name):
     assert np.all(ref.rel_err(R.a_dalembert, R.a_kkt) <= 1e-11)
     for solver_name, a in accs.items():
         assert np.all(ref.rel_err(a, R.a) <= ref.TOL), (solver_name, ref.rel_err(a, R.a))
-        err = ref.rel_err(a, accs["Projection"])
+        err = ref.rel_err(a, accs["projection"])
         assert np.all(err <= 1e-10), (solver_name, err)
 
 

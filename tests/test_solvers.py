@@ -13,6 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference as ref
+from helpers import assert_rel_close
+from helpers import solvers as every_solver
 from hypothesis import given, settings
 from model_problems import problem as model_problem
 from random_systems import perturbed_states, random_case, user_basis
@@ -73,24 +75,10 @@ def case(name) -> Case:
 
 
 def solvers_for(name):
-    """Every solver, explicitly; Gauss and GibbsAppell(metric="D") do not take known work (they
-    raise, see `test_known_work_rejected_where_principle_does_not_generalize`)."""
+    """Every solver (`helpers.solvers`); Gauss and GibbsAppell(metric="D") do not take known work
+    (they raise, see `test_known_work_rejected_where_principle_does_not_generalize`)."""
     c = case(name)
-    solvers = {
-        "projection": gm.Projection(),
-        "gauss": gm.Gauss(),
-        "gibbs_appell_W": gm.GibbsAppell(metric="W"),
-        "gibbs_appell_D": gm.GibbsAppell(metric="D"),
-        "kane": gm.Kane(),
-        "kane_bracket": gm.Kane(construction="bracket"),
-        "kane_user": gm.Kane(basis=c.basis),
-        "multipliers": gm.Multipliers(),
-    }
-    if c.action is not None:
-        solvers["momentum"] = gm.NonholonomicMomentum(c.action)
-    if c.system.known_work is not None:
-        del solvers["gauss"], solvers["gibbs_appell_D"]
-    return solvers
+    return every_solver(basis=c.basis, action=c.action, known_work=c.system.known_work is not None)
 
 
 @eqx.filter_jit
@@ -128,11 +116,6 @@ def solved(name):
     """`(stages, a_R by Projection, {solver: a_R})` at the state on C."""
     stages, accs, _ = at(solved_batch(name), 0)
     return stages, accs["projection"], accs
-
-
-def assert_rel(x, ref, tol=1e-10, msg=""):
-    err = float(jnp.linalg.norm(x - ref))
-    assert err <= tol * float(jnp.linalg.norm(ref)), (msg, err, float(jnp.linalg.norm(ref)))
 
 
 def assert_small(x, scale, tol=1e-10, msg=""):
@@ -222,9 +205,9 @@ def test_public_api_every_solver():
     accs, F, lam = run(solvers)
     R = reference("thesis_example2")[0]
     for key, a in accs.items():
-        assert_rel(a, R.a, tol=ref.TOL, msg=key)
-    assert_rel(F, R.Fc, tol=ref.TOL)
-    assert_rel(lam, R.lam, tol=ref.TOL)
+        assert_rel_close(a, R.a, tol=ref.TOL, msg=key)
+    assert_rel_close(F, R.Fc, tol=ref.TOL)
+    assert_rel_close(lam, R.lam, tol=ref.TOL)
 
 
 def test_vmap_pendulum_closed_form():
@@ -241,7 +224,7 @@ def test_vmap_pendulum_closed_form():
     a_exact = jnp.array([model.g, 0.0]) - lam[:, None] * q
     for key, a in out.items():
         assert a.shape == (5, 2)
-        assert_rel(a, a_exact, msg=key)
+        assert_rel_close(a, a_exact, msg=key)
 
 
 def test_gradients_agree_between_solvers():
@@ -271,7 +254,7 @@ def test_gradients_agree_between_solvers():
     for leaf in leaves:  # leading axis: the solvers
         assert jnp.all(jnp.isfinite(leaf))
         for i in range(1, len(keys)):
-            assert_rel(leaf[i], leaf[0], tol=1e-8, msg=keys[i])
+            assert_rel_close(leaf[i], leaf[0], tol=1e-8, msg=keys[i])
     # finite differences along a parameter direction, reusing the compiled forward pass
     dB = jnp.asarray(np.random.default_rng(3).normal(size=params[1].shape))
     h = 1e-5
@@ -302,7 +285,7 @@ def test_prop4_gauss_minimality(name):
     for scale in (1e-3, 0.1, 3.0):
         delta = stages.D_basis @ jnp.asarray(rng.normal(size=stages.n - stages.k)) * scale
         a = a_R + delta
-        assert_rel(stages.A @ a, stages.b)  # still in S(C)
+        assert_rel_close(stages.A @ a, stages.b)  # still in S(C)
         inc = bracket_norm2(stages, a - stages.a_U) - base
         assert inc > 0
         d2 = bracket_norm2(stages, delta)
@@ -317,10 +300,10 @@ def test_observation8_cetaev(name, ideal):
     and $[,] = \\langle,\\rangle_M$ exactly then."""
     stages, a_R, _ = solved(name)
     a_M, _ = stages.solve_saddle(stages.M, stages.A, stages.Q)  # argmin ||a - a_U||_M on A a = b
-    assert_rel(stages.A @ a_M, stages.b)
+    assert_rel_close(stages.A @ a_M, stages.b)
     if ideal:
-        assert_rel(a_M, a_R)
-        assert_rel(stages.bracket, stages.M)
+        assert_rel_close(a_M, a_R)
+        assert_rel_close(stages.bracket, stages.M)
     else:
         assert float(jnp.linalg.norm(a_M - a_R)) > 1e-3 * float(jnp.linalg.norm(a_R))
         assert float(jnp.linalg.norm(stages.bracket - stages.M)) > 1e-3 * float(jnp.linalg.norm(stages.M))
@@ -352,10 +335,10 @@ def test_lemma4_and_observation13(name):
     stages, a_R, _ = solved(name)
     n, m = stages.n, stages.n - stages.k
     B = gm.orthonormal_basis(stages)
-    assert_rel(B.T @ stages.M @ B, jnp.eye(n))
+    assert_rel_close(B.T @ stages.M @ B, jnp.eye(n))
     assert_small(stages.C @ B[:, :m], jnp.linalg.norm(stages.C) * jnp.linalg.norm(B), tol=1e-12)
     y = jnp.linalg.solve(B, stages.a_U - stages.a_0)
-    assert_rel(stages.a_0 + stages.project_D(B[:, :m]) @ y[:m], a_R)
+    assert_rel_close(stages.a_0 + stages.project_D(B[:, :m]) @ y[:m], a_R)
     P = stages.project_D(stages.W_basis)  # Observation 13
     assert_small(stages.A @ P, jnp.linalg.norm(stages.A) * jnp.linalg.norm(P), tol=1e-12)
     s = jnp.linalg.svd(P / jnp.linalg.norm(P, axis=0), compute_uv=False)
@@ -371,14 +354,14 @@ def test_bracket_orthogonal_construction(name):
     m = stages.n - stages.k
     b, B = gm.bracket_basis(stages)
     scale = jnp.linalg.norm(B) * (jnp.linalg.norm(stages.C) + jnp.linalg.norm(stages.A))
-    assert_rel(b.T @ stages.bracket @ b, jnp.eye(m))
+    assert_rel_close(b.T @ stages.bracket @ b, jnp.eye(m))
     assert_small(stages.A @ b, scale, tol=1e-12)
     assert_small(stages.C @ B[:, :m], scale, tol=1e-12)
-    assert_rel(stages.project_D(B[:, :m]), b)
+    assert_rel_close(stages.project_D(B[:, :m]), b)
     assert_small(stages.W_basis.T @ stages.M @ B[:, m:], scale * jnp.linalg.norm(stages.M), tol=1e-12)
     y = jnp.linalg.solve(B, stages.a_Ubar - stages.a_0)
-    assert_rel(stages.a_0 + b @ y[:m], a_R)
-    assert_rel(accs["kane_bracket"], a_R)
+    assert_rel_close(stages.a_0 + b @ y[:m], a_R)
+    assert_rel_close(accs["kane_bracket"], a_R)
 
 
 def test_momentum_equation_along_trajectory():
@@ -535,9 +518,9 @@ def test_kane_bases_are_the_documented_constructions():
     for X in (E, G):
         assert X.shape == (stages.n, m)
         assert_small(stages.C @ X, scale * jnp.linalg.norm(X), tol=1e-12)  # in W = ker C
-    assert_rel(E.T @ stages.M @ E, jnp.eye(m))
+    assert_rel_close(E.T @ stages.M @ E, jnp.eye(m))
     P = stages.project_D(G)
-    assert_rel(P.T @ stages.bracket @ P, jnp.eye(m))
+    assert_rel_close(P.T @ stages.bracket @ P, jnp.eye(m))
     assert float(jnp.linalg.norm(G.T @ stages.M @ G - jnp.eye(m))) > 1e-3  # not M-orthonormal
 
 
@@ -551,3 +534,18 @@ def test_gibbs_appell_is_one_class_whose_metric_decides_known_work():
     assert jax.tree_util.tree_leaves(D) == []  # static: no traced leaves, one compiled program each
     with pytest.raises(ValueError, match="metric must be 'W'"):
         gm.GibbsAppell(metric="X")
+
+
+def test_the_solver_registry_has_every_public_solver():
+    """`helpers.solvers` (the tests' one registry) holds an instance of every public solver class,
+    so a new solver is compared with the others by every test that loops over the registry."""
+    public = {
+        obj
+        for name in dir(gm)
+        if isinstance(obj := getattr(gm, name), type)
+        and issubclass(obj, gm.AbstractSolver)
+        and not name.startswith("Abstract")
+    }
+    action = gm.models.ChaplyginSleigh().action()
+    registered = {type(s) for s in every_solver(basis=lambda *a: None, action=action).values()}
+    assert public and public <= registered, public - registered

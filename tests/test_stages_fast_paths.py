@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import solvers as every_solver
 from random_systems import random_system
 
 import geomech as gm
@@ -56,15 +57,7 @@ def plain_acceleration(system, state, t):
     return a - MinvCT @ jnp.linalg.solve(A @ MinvCT, A @ a - b)
 
 
-SOLVERS = {
-    "projection": gm.Projection(),
-    "gauss": gm.Gauss(),
-    "gibbs_appell_W": gm.GibbsAppell(metric="W"),
-    "gibbs_appell_D": gm.GibbsAppell(metric="D"),
-    "kane": gm.Kane(),
-    "kane_bracket": gm.Kane(construction="bracket"),
-    "multipliers": gm.Multipliers(),
-}
+SOLVERS = every_solver()
 
 
 @eqx.filter_jit

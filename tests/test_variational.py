@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 import pytest
+from helpers import pendulum_state
 
 import geomech as gm
 from geomech.models import (
@@ -149,14 +150,6 @@ class DampedOscillator(eqx.Module):
         decay = jnp.exp(-self.c * t / 2)
         q = decay * (jnp.cos(w * t) + self.c / (2 * w) * jnp.sin(w * t))
         return q, -decay * jnp.sin(w * t) / w
-
-
-def pendulum_state(theta, omega, l=1.0):
-    """The Cartesian pendulum's bob at `theta` from the downward x axis, turning at `omega`."""
-    theta, omega = jnp.asarray(theta, float), jnp.asarray(omega, float)
-    e_r = jnp.stack([jnp.cos(theta), jnp.sin(theta)], -1)
-    e_t = jnp.stack([-jnp.sin(theta), jnp.cos(theta)], -1)
-    return gm.State(l * e_r, (l * omega)[..., None] * e_t)
 
 
 # -- second order, on C, against references and closed forms -----------------------------------

@@ -1,7 +1,7 @@
-"""Ready-made systems from the seeds. Each model is a `gm.models.AbstractModel` (an `eqx.Module`)
-whose fields are its parameters; `model.system()` (or `model()`) returns the `LagrangianSystem` and
-`model.initial_state()` a consistent `State` on the constraint manifold at `model.t0`. `MODELS` maps
-registry names to the classes."""
+"""Ready-made systems from the source texts ([Zanella], [Goicolea], [Balseiro]). Each model is a
+`gm.models.AbstractModel` (an `eqx.Module`) whose fields are its parameters; `model.system()` (or
+`model()`) returns the `LagrangianSystem` and `model.initial_state()` a consistent `State` on the
+constraint manifold at `model.t0`. `MODELS` maps registry names to the classes."""
 
 from ._appell import AppellHamel as AppellHamel
 from ._base import AbstractModel as AbstractModel
