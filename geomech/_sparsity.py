@@ -230,9 +230,10 @@ def _mask_rule(eqn, masks, values):
         if values[index_pos] is None:
             return _ones(eqn)
         # the primitive itself on 0/1 masks: entries move (or add up, without cancellation)
+        # (in the operands' own dtypes: a scatter's update computation is typed by them)
         args = [
-            m.astype(np.float32) if v is None or i != index_pos else v
-            for i, (m, v) in enumerate(zip(masks, values, strict=True))
+            m.astype(x.aval.dtype) if v is None or i != index_pos else v
+            for i, (m, v, x) in enumerate(zip(masks, values, eqn.invars, strict=True))
         ]
         with jax.ensure_compile_time_eval():
             outs = eqn.primitive.bind(*[jnp.asarray(a) for a in args], **p)
