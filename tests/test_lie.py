@@ -308,3 +308,57 @@ def test_heavy_top_through_upright_against_euler_poisson():
         np.testing.assert_allclose(sol.states.v[b], ref.y[:3].T, atol=1e-7)
         np.testing.assert_allclose(gamma, ref.y[3:].T, atol=1e-7)
     np.testing.assert_allclose(sol.energy, sol.energy[:, :1] * jnp.ones((1, 7)), rtol=1e-8)
+
+
+def test_simulate_on_a_product_with_rolling_constraint():
+    """SO(3) × ℝ² (tuple points, flat velocities) through `simulate`: a heavy body rolling on the
+    plane (no spring, so the energy is conserved), constraint and energy held to tolerance, saved
+    points on SO(3)."""
+    I, m, r = jnp.diag(jnp.array([1.0, 1.5, 0.7])), 2.0, 0.5
+    P = jnp.eye(3)[:2]
+
+    def L(q, v):
+        return 0.5 * v[:3] @ I @ v[:3] + 0.5 * m * v[3:] @ v[3:]
+
+    def A_of_q(q):
+        rows = lambda w: -r * P @ jnp.cross(q[0].apply(w), E3)
+        return jnp.concatenate([jax.jacfwd(rows)(jnp.zeros(3)), jnp.eye(2)], axis=1)
+
+    system = gm.LagrangianSystem(
+        L, constraint=gm.LinearConstraint(A_of_q), manifold=gm.Product(gm.SO3(), gm.Euclidean(2))
+    )
+    R, w = jaxlie.SO3.exp(jnp.array([0.2, -0.4, 0.3])), jnp.array([1.0, -0.5, 2.0])
+    xdot = r * P @ jnp.cross(R.apply(w), E3)
+    y0 = gm.State((R, jnp.array([0.1, -0.2])), jnp.concatenate([w, xdot]))
+    ts = jnp.linspace(0.0, 2.0, 5)
+    sol = gm.simulate(system, y0, 0.0, 2.0, saveat=diffrax.SaveAt(ts=ts), rtol=1e-10, atol=1e-10)
+    Rs, xs = sol.states.q
+    assert Rs.wxyz.shape == (5, 4) and xs.shape == (5, 2) and sol.states.v.shape == (5, 5)
+    np.testing.assert_allclose(jnp.linalg.norm(Rs.wxyz, axis=-1), 1.0, atol=1e-13)
+    np.testing.assert_allclose(sol.energy, sol.energy[0], rtol=1e-8)
+    assert float(jnp.max(sol.constraint_residual)) < 1e-8
+    assert not np.allclose(xs[-1], xs[0])  # it moved
+
+
+def test_what_does_not_run_on_groups_yet_says_so():
+    """Clear errors, before tracing, for what is not available on Lie groups yet."""
+    system = gm.LagrangianSystem(
+        rigid_body(jnp.eye(3) + 0.1), constraint=gm.LinearConstraint(lambda R: jnp.array([[0.0, 1.0, 0.0]])),
+        manifold=gm.SO3(),
+    )
+    state = gm.State(jaxlie.SO3.identity(), jnp.array([1.0, 0.0, 0.5]))
+    not_yet = "not available on Lie groups yet"
+    with pytest.raises(ValueError, match=not_yet):
+        gm.consistent_state(system, state)
+    with pytest.raises(ValueError, match=not_yet):
+        gm.linearize(system, state, coordinates=(0,), speeds=(0,))
+    with pytest.raises(ValueError, match=not_yet):
+        gm.project_to_constraints(system, state)
+    with pytest.raises(ValueError, match=not_yet):
+        gm.simulate_vakonomic(system, state, None, 0.0, 1.0)
+    report = gm.validate(system, state)
+    assert not report.ok and not_yet in report.problems[0].message
+    with pytest.raises(ValueError, match="explicit diffrax Runge"):
+        gm.simulate(system, state, 0.0, 1.0, integrator=diffrax.Kvaerno5())
+    with pytest.raises(ValueError, match="stabilization is not available"):
+        gm.simulate(system, state, 0.0, 1.0, stabilization="baumgarte")
