@@ -75,8 +75,8 @@ class MuntheKaas(AbstractWrappedSolver):
     """A diffrax Runge–Kutta `solver` made a Lie-group method on `manifold` (Runge–Kutta–
     Munthe-Kaas, [MuntheKaas1999]); `y` is a `State` whose `q` is a point of `manifold`.
 
-    Every step re-evaluates the first stage (the FSAL stage of the previous step lives in the
-    previous chart)."""
+    The last stage of an FSAL tableau is carried into the next step's chart (only its $\\psi$
+    part changes: $\\dot\\psi = v$ at $\\psi = 0$), so a step costs what it costs on ℝⁿ."""
 
     solver: AbstractSolver
     manifold: AbstractManifold
@@ -105,6 +105,13 @@ class MuntheKaas(AbstractWrappedSolver):
     def _centred(self, terms, y):
         return _CentredTerm(terms, y.q, self.manifold), (jnp.zeros_like(y.v), y.v)
 
+    @staticmethod
+    def _fsal(solver_state) -> bool:
+        """Whether the state is a Runge–Kutta FSAL state `(first_step, f)` (diffrax's layout)."""
+        return isinstance(solver_state, tuple) and len(solver_state) == 2 and (
+            isinstance(solver_state[1], tuple) and len(solver_state[1]) == 2
+        )
+
     def init(self, terms, t0, t1, y0, args):
         term, z0 = self._centred(terms, y0)
         return self.solver.init(term, t0, t1, z0, args)
@@ -112,9 +119,14 @@ class MuntheKaas(AbstractWrappedSolver):
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         term, z0 = self._centred(terms, y0)
         z1, z_error, dense_info, solver_state, result = self.solver.step(
-            term, t0, t1, z0, args, solver_state, True
+            term, t0, t1, z0, args, solver_state, made_jump
         )
         (psi, v1), m = z1, self.manifold
+        if self._fsal(solver_state):
+            # the last stage f(t1, z1) = (dexp⁻¹_{-ψ1} v1, a_R) becomes the first stage of the
+            # next step in the chart centred at q1 = q0 ⊕ ψ1, where ψ = 0: (v1, a_R)
+            first_step, (_, a1) = solver_state
+            solver_state = first_step, (v1, a1)
         y1 = State(m.oplus(y0.q, psi), v1)
         if z_error is not None:
             z_error = State(m.point_error(y0.q, psi, z_error[0]), z_error[1])
