@@ -75,6 +75,10 @@ from ._dynamics import (
 )
 from ._integrate import Solution as Solution
 from ._integrate import simulate as simulate
+from ._lie import SE2 as SE2
+from ._lie import SE3 as SE3
+from ._lie import SO3 as SO3
+from ._lie import LieGroup as LieGroup
 from ._manifold import (
     AbstractManifold as AbstractManifold,
 )

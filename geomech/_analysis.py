@@ -71,6 +71,7 @@ def _complement(held: tuple[int, ...], n: int) -> tuple[int, ...]:
 def _sizes(system: LagrangianSystem, state: State, t) -> tuple[int, int, int]:
     """$(n, m, k)$: coordinates, holonomic constraints $h$, kinematic constraints $\\phi$ (after
     the shape checks)."""
+    system.require_coordinates("gm.linearize / gm.consistent_state")
     k = system.check_shapes(state, t)
     n = state.q.shape[0]
     m = jax.eval_shape(lambda s: system.position_residual(s, t), state).shape[0]

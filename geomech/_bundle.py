@@ -7,8 +7,11 @@ In the chart $(q, v)$ of $TQ$ a tangent vector $X \\in T_{(q,v)}TQ$ has a horizo
 from collections.abc import Callable
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
+
+from ._lie import is_point, point_shape
 
 
 def _as_inexact(x):
@@ -27,21 +30,36 @@ def _as_inexact(x):
     return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(float)
 
 
+def _as_point(q):
+    """Coordinates as an inexact array; a Lie-group element or a tuple of points leaf by leaf."""
+    return jax.tree_util.tree_map(_as_inexact, q) if is_point(q) else _as_inexact(q)
+
+
 class State(eqx.Module):
     """A point $(q, v)$ of $TQ$.
 
     **Arguments:**
 
-    - `q`: configuration coordinates, shape `(n,)` (or `(..., n)` for a batch).
-    - `v`: velocity coordinates, the same shape as `q`.
+    - `q`: configuration coordinates, shape `(n,)` (or `(..., n)` for a batch); on a Lie group
+        a `jaxlie` element, on a product with one the tuple of the factors' points.
+    - `v`: velocity coordinates, the same shape as `q`; on a group the left-trivialized
+        (body) velocity, `(..., dim)`, flat for products (docs/lie_groups.md).
 
     Batch with `jax.vmap`, or give leading axes to both `q` and `v`.
     """
 
-    q: Float[Array, "... n"] = eqx.field(converter=_as_inexact)
+    q: Float[Array, "... n"] = eqx.field(converter=_as_point)
     v: Float[Array, "... n"] = eqx.field(converter=_as_inexact)
 
     def __check_init__(self):
+        if is_point(self.q):
+            batch, n = point_shape(self.q)
+            if self.v.shape != (*batch, n):
+                raise ValueError(
+                    f"State(q, v) on a Lie group needs v of shape {(*batch, n)} (the batch axes of q "
+                    f"and its tangent dimension {n}), got {self.v.shape}."
+                )
+            return
         if self.q.shape != self.v.shape or self.q.ndim == 0:
             raise ValueError(
                 f"State(q, v) needs q and v of the same shape (..., n); got q {self.q.shape} "

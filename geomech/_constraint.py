@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ._lie import is_point
 from ._linalg import null_space, rank_tolerance
 
 
@@ -28,7 +29,12 @@ def call(fn: Callable, t, *args, time_dependent: bool):
     derivative passes of the stages (M, Q, A, b, ...) in every stage of an integrator do not
     re-trace a large Lagrangian; XLA inlines the call, so the compiled program is the same."""
     args = (t, *args) if time_dependent else args
-    return _traced_once(fn, *(jnp.asarray(x) for x in args))
+    return _traced_once(fn, *(_as_argument(x) for x in args))
+
+
+def _as_argument(x):
+    """An array, or a point of a Lie group (or a tuple of points) with array leaves."""
+    return jax.tree_util.tree_map(jnp.asarray, x) if is_point(x) else jnp.asarray(x)
 
 
 @eqx.filter_jit
@@ -101,6 +107,11 @@ class AbstractConstraint(eqx.Module):
         (t_0 + \\Delta t, q_0 + \\Delta q)$ of `gm.VariationalIntegrator`, shape `(k,)`, aligned
         with `residual`; `TypeError` for constraints that have none (nonlinear in $v$)."""
 
+    def localized(self, chart) -> "AbstractConstraint":
+        """This constraint in the chart `chart` centred at a point of a Lie group (`_lie.Chart`),
+        a constraint on $(\\psi, \\dot\\psi)$ (DESIGN §5)."""
+        raise TypeError(f"{type(self).__name__} has no form on a Lie group (no `localized`).")
+
     @staticmethod
     def stack(constraints: Sequence["AbstractConstraint"]) -> "StackedConstraint":
         """Combine several constraints into one; their rows are concatenated in order."""
@@ -146,6 +157,9 @@ class Constraint(AbstractConstraint):
     def bind_time(self, time_dependent):
         return _bound(self, time_dependent)
 
+    def localized(self, chart):
+        return Constraint(chart(self.phi, "qv", self.time_dependent), time_dependent=True)
+
     def discrete_residual(self, t0, q0, dt, dq):
         raise TypeError(
             "gm.Constraint may be nonlinear in the velocities, and the variational integrator has "
@@ -187,6 +201,10 @@ class HolonomicConstraint(AbstractConstraint):
 
     def bind_time(self, time_dependent):
         return _bound(self, time_dependent)
+
+    def localized(self, chart):
+        # h(q ⊕ ψ), differentiated along ψ̇ = v at ψ = 0 (DESIGN §5)
+        return HolonomicConstraint(chart(self.h, "q", self.time_dependent), time_dependent=True)
 
     def discrete_residual(self, t0, q0, dt, dq):
         # h(q_{k+1}) = 0 at the end of the step ([MW] §3.5; RATTLE)
@@ -235,6 +253,11 @@ class LinearConstraint(AbstractConstraint):
     def bind_time(self, time_dependent):
         return _bound(self, time_dependent)
 
+    def localized(self, chart):
+        td = self.time_dependent
+        c = None if self.c_of_q is None else chart(self.c_of_q, "q", td)
+        return LinearConstraint(chart(self.A_of_q, "rows", td), c, time_dependent=True)
+
     def discrete_residual(self, t0, q0, dt, dq):
         # ω_d(q_k, q_{k+1}) = A(q_{k+1/2}) (q_{k+1} - q_k)/h + c(q_{k+1/2}) at the midpoint
         # (discrete constraint of [MP], with the DLA of [CM])
@@ -264,6 +287,9 @@ class StackedConstraint(AbstractConstraint):
 
     def bind_time(self, time_dependent):
         return StackedConstraint(tuple(c.bind_time(time_dependent) for c in self.constraints))
+
+    def localized(self, chart):
+        return StackedConstraint(tuple(c.localized(chart) for c in self.constraints))
 
     def discrete_residual(self, t0, q0, dt, dq):
         return jnp.concatenate([c.discrete_residual(t0, q0, dt, dq) for c in self.constraints])
@@ -327,6 +353,11 @@ class Subspace(eqx.Module):
     def bind_time(self, time_dependent: bool) -> "Subspace":
         """This subspace with its functions read as `f(t, q, v)` if `time_dependent`."""
         return _bound(self, time_dependent)
+
+    def localized(self, chart) -> "Subspace":
+        """This subspace in the chart centred at a point of a Lie group (`_lie.Chart`)."""
+        local = lambda x, kind: None if x is None else chart(x, kind, self.time_dependent)
+        return Subspace(local(self.basis, "basis"), local(self.annihilator, "annihilator"), True)
 
     def _eval(self, x, t, q, v, one_vector_as_column):
         out = call(x, t, q, v, time_dependent=self.time_dependent) if callable(x) else x

@@ -100,7 +100,7 @@ def on_constraint(system: LagrangianSystem, state: State, t: RealScalarLike = 0.
 
     The default `tol` is `1e-8` in float64 and `1e-4` in float32.
     """
-    tol = constraint_tolerance(state.q.dtype) if tol is None else tol
+    tol = constraint_tolerance(state.v.dtype) if tol is None else tol
     phi, h = constraint_residuals(system, state, t)
     return within(phi, tol) & within(h, tol)  # NaN counts as off C
 

@@ -23,6 +23,7 @@ from ._engine import (
     results_where,
     solve_options,
 )
+from ._lie_integrate import on_group as lie_integrator
 from ._precision import warn_if_imprecise
 from ._solver._base import AbstractSolver
 from ._solver._projection import Projection
@@ -43,7 +44,9 @@ class ConstrainedField(eqx.Module):
         # value checks off: a singular state gives non-finite values, which the engine reports per
         # trajectory instead of aborting the whole ensemble
         stages = self.stabilization.modify_stages(assemble(self.system, y, t, checks=False))
-        return State(y.v, constrained_acceleration(stages, self.solver))
+        m = self.system.manifold  # q̇ of the stored point (a group element's parameters)
+        q_dot = y.v if m is None else m.velocity_of_point(y.q, y.v)
+        return State(q_dot, constrained_acceleration(stages, self.solver))
 
 
 class Diagnostics(eqx.Module):
@@ -212,6 +215,8 @@ def simulate(
     check_time_interval(t0, t1)  # before the state's checks, which take t0 as their time
     batched = system.check_state(y0, t0)
     check_solver(system, solver)
+    if system.on_group:  # Runge–Kutta–Munthe-Kaas in the chart centred at each step's start
+        integrator = lie_integrator(integrator, system.manifold, stabilization)
     if isinstance(integrator, AbstractSystemIntegrator):  # its diffrax solver carries the system
         integrator = integrator.bind(
             system, dt0=dt0, stepsize_controller=stepsize_controller, stabilization=stabilization
@@ -232,7 +237,7 @@ def simulate(
         sharding=sharding,
         batched=batched,
         projecting=project is not None,
-        dtype=y0.q.dtype,
+        dtype=y0.v.dtype,
         t0=t0,
         t1=t1,
     )
@@ -241,8 +246,8 @@ def simulate(
     )
     if isinstance(options.stepsize_controller, diffrax.PIDController):
         controller = options.stepsize_controller
-        warn_if_imprecise(y0.q.dtype, controller.rtol, controller.atol)
-    t0, t1 = jnp.asarray(t0, y0.q.dtype), jnp.asarray(t1, y0.q.dtype)
+        warn_if_imprecise(y0.v.dtype, controller.rtol, controller.atol)
+    t0, t1 = jnp.asarray(t0, y0.v.dtype), jnp.asarray(t1, y0.v.dtype)
     # the indices of trajectories that fail a precondition can be named only with concrete values
     # held by this process (not under the caller's jit, not a batch spread over several processes)
     traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((system, y0)))
@@ -268,7 +273,7 @@ def _run_checking_acceleration_lazily(run, system, solver, y0, t0, *, batched: b
     `_initial_failures`) and, if any trajectory fails them, the batch is run again (the same
     compiled program) with those trajectories given as failed: not integrated, flagged, and the
     others as if they ran alone. The result is the same as with the full check in the program."""
-    shape = jnp.shape(y0.q)[:-1]
+    shape = jnp.shape(y0.v)[:-1]
     none = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, shape), Failure.none)
     try:
         sol, error = run(none), None

@@ -238,9 +238,9 @@ def _indexed(eqn, masks, values):
     index_pos = 1
     if values[index_pos] is None:
         return None
-    args = [
-        m.astype(np.float32) if v is None or i != index_pos else v
-        for i, (m, v) in enumerate(zip(masks, values, strict=True))
+    args = [  # in the operands' own dtypes: a scatter's update computation is typed by them
+        m.astype(x.aval.dtype) if v is None or i != index_pos else v
+        for i, (m, v, x) in enumerate(zip(masks, values, eqn.invars, strict=True))
     ]
     with jax.ensure_compile_time_eval():
         outs = eqn.primitive.bind(*[jnp.asarray(a) for a in args], **eqn.params)

@@ -202,6 +202,7 @@ def project_to_constraints(
 
     **Returns:** the projected `State`, the shape of `state`.
     """
+    system.require_coordinates("gm.project_to_constraints")
     batched = system.check_state(state, t)
     _check_iterations(iterations)
     return _project_to_constraints(

@@ -12,6 +12,7 @@ from ._bundle import State, TangentVector, TwoForm
 from ._checks import check_time
 from ._constraint import AbstractConstraint, Subspace, TimeForm
 from ._custom_types import RealScalarLike
+from ._lie import Chart
 from ._manifold import AbstractManifold
 
 
@@ -114,7 +115,10 @@ class LagrangianSystem(eqx.Module):
             if f is not None and not callable(f):
                 raise TypeError(f"{name} must be a callable returning an (n,) covector.")
         if self.manifold is not None and not isinstance(self.manifold, AbstractManifold):
-            raise TypeError("manifold must be a gm.Euclidean(n), gm.Circle() or gm.Product(...).")
+            raise TypeError(
+                "manifold must be a gm.Euclidean(n), gm.Circle(), gm.SO3(), gm.SE3(), gm.SE2() or "
+                "gm.Product(...)."
+            )
         for name in ("lagrangian", "force", "constraint", "work_space", "known_work"):
             # compiled programs are cached by the functions (their arrays aside): they must hash
             try:
@@ -148,6 +152,39 @@ class LagrangianSystem(eqx.Module):
             return jnp.zeros_like(v)
         return jnp.asarray(self.in_tqv_form(self.known_work)(t, q, v))
 
+    @property
+    def on_group(self) -> bool:
+        """Whether the configuration space has a Lie-group factor (points are not coordinates)."""
+        return self.manifold is not None and not self.manifold.coordinates
+
+    def require_coordinates(self, what: str) -> None:
+        """A `ValueError` if the configuration space is a Lie group: `what` does not run there yet."""
+        if self.on_group:
+            raise ValueError(
+                f"{what} is not available on Lie groups yet (manifold {self.manifold}); the stages "
+                "(gm.acceleration, gm.constraint_force, ...) and gm.simulate are: see "
+                "docs/lie_groups.md."
+            )
+
+    def localized(self, state: State) -> tuple["LagrangianSystem", State]:
+        """This system in the chart centred at `state.q` and the state there, $(\\psi = 0, v)$
+        (DESIGN §5): every function $f(q, v)$ becomes $f(q \\oplus \\psi,
+        \\mathrm{dexp}(\\psi, \\dot\\psi))$, covectors transformed alike. The system itself on
+        coordinate manifolds (ℝⁿ, S¹)."""
+        if not self.on_group:
+            return self, state
+        chart, td = Chart(self.manifold, state.q), self.time_dependent
+        local = lambda f, kind: None if f is None else chart(f, kind, td)
+        system = LagrangianSystem(
+            local(self.lagrangian, "qv"),
+            force=local(self.force, "covector"),
+            constraint=None if self.constraint is None else self.constraint.localized(chart),
+            work_space=None if self.work_space is None else self.work_space.localized(chart),
+            known_work=local(self.known_work, "covector"),
+            time_dependent=True,
+        )
+        return system, State(jnp.zeros_like(state.v), state.v)
+
     def dim(self, state: State) -> int:
         return self.manifold.dim if self.manifold is not None else state.q.shape[-1]
 
@@ -159,6 +196,9 @@ class LagrangianSystem(eqx.Module):
         if not isinstance(state, State):
             raise TypeError(f"expected a gm.State(q, v), got {type(state).__name__}.")
         check_time(t, "t")
+        if self.on_group:  # the shapes of the functions in the chart centred at q
+            self.manifold.check(state.q)
+            return LagrangianSystem.check_shapes(*self.localized(state), t)
         if state.q.ndim != 1:
             raise ValueError(
                 f"got a state with q of shape {state.q.shape}; these functions take one point of TQ "
@@ -241,6 +281,10 @@ class LagrangianSystem(eqx.Module):
         """`check_shapes` for one state `(n,)` or a batch `(B, n)`; returns whether it is batched."""
         if not isinstance(state, State):
             raise TypeError(f"expected a gm.State(q, v), got {type(state).__name__}.")
+        if self.on_group and state.v.ndim in (1, 2):
+            batched = state.v.ndim == 2
+            self.check_shapes(jax.tree_util.tree_map(lambda x: x[0], state) if batched else state, t)
+            return batched
         if state.q.ndim not in (1, 2):
             raise ValueError(
                 f"the state has q of shape {state.q.shape}: give one state with q of shape (n,) or "
@@ -314,12 +358,16 @@ class LagrangianSystem(eqx.Module):
 
     def constraint_residual(self, state: State, t: RealScalarLike = 0.0) -> Float[Array, " k"]:
         """$\\phi(t, q, v)$ (empty if unconstrained)."""
+        if self.on_group:
+            return LagrangianSystem.constraint_residual(*self.localized(state), t)
         if self.constraint is None:
             return jnp.zeros((0,), state.q.dtype)
         return self.constraint.residual(t, state.q, state.v)
 
     def position_residual(self, state: State, t: RealScalarLike = 0.0) -> Float[Array, " m"]:
         """$h(t, q)$ of the holonomic constraints (empty if there are none)."""
+        if self.on_group:
+            return LagrangianSystem.position_residual(*self.localized(state), t)
         if self.constraint is None:
             return jnp.zeros((0,), state.q.dtype)
         return self.constraint.position_residual(t, state.q)

@@ -147,6 +147,7 @@ def validate(system: LagrangianSystem, state: State, t=0.0) -> ValidationReport:
         problems.append(Problem("shape", f"t must be a scalar, got shape {np.shape(t)}."))
         return report()
     try:
+        system.require_coordinates("gm.validate")
         system.check_shapes(state, t)
     except (TypeError, ValueError) as e:
         problems.append(Problem("shape", str(e).strip().splitlines()[0]))

@@ -201,6 +201,7 @@ def simulate_vakonomic(
     **Returns:** a `VakonomicSolution`.
     """
     check_system(system)
+    system.require_coordinates("gm.simulate_vakonomic")
     check_time_interval(t0, t1)
     batched_y = system.check_state(y0, t0)
     one = jax.tree_util.tree_map(lambda x: x[0], y0) if batched_y else y0
