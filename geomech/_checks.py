@@ -161,15 +161,23 @@ def position_jacobian(system, state, t) -> Float[Array, "m n"]:
 
 
 def constraint_residuals(system, state, t) -> tuple[Float[Array, ""], Float[Array, ""]]:
-    """`(velocity_residual, position_residual)` of `state` (for use without stages)."""
+    """`(velocity_residual, position_residual)` of `state` (for use without stages; on a Lie
+    group in the chart centred at `state.q`)."""
+    scale = point_scale(system, state)
+    system, state = system.localized(state)
     q, v = state.q, state.v
-    t = jnp.asarray(t, q.dtype)
+    t = jnp.asarray(t, v.dtype)
     phi = system.constraint_residual(state, t)
     A = jax.jacfwd(lambda v_: system.constraint_residual(type(state)(q, v_), t))(v)
     h = system.position_residual(state, t)
     M = system.mass_matrix(state, t)
     H = position_jacobian(system, state, t)
-    return velocity_residual(phi, A, v, M), position_residual(h, H, q, M)
+    return velocity_residual(phi, A, v, M), position_residual(h, H, scale, M)
+
+
+def point_scale(system, state) -> Float[Array, " n"]:
+    """The size of each coordinate of the chart centred at `state.q` (`q` itself on ℝⁿ)."""
+    return state.q if system.manifold is None else system.manifold.point_scale(state.q)
 
 
 # -- one state, its quantities computed once -----------------------------------------------------
@@ -181,10 +189,15 @@ class At:
     (`extra`: `"acceleration"`, `"mu"`, `"impasse"`, each a function computing it). Quantities
     are computed once, at trace time, on first use."""
 
-    def __init__(self, stages, **extra: Callable[[], object]):
+    def __init__(self, stages, *, point=None, scale=None, **extra: Callable[[], object]):
         self.stages = stages
         self.system, self.state, self.t = stages.system, stages.state, stages.t
         self.q, self.v, self.k = stages.state.q, stages.state.v, stages.k
+        # on a Lie group the stages are in the chart centred at the point (where q = 0): the
+        # point itself (`point`, a State) and the size of its coordinates (`scale`, what the
+        # holonomic residual is measured against)
+        self.point = stages.state if point is None else point
+        self.scale = self.q if scale is None else scale
         self._extra = extra
         self._values = {}
 
@@ -275,7 +288,7 @@ _OFF_C_FIX = (
 CONDITIONS: tuple[Condition, ...] = (
     Condition(
         "nonfinite_state", "nonfinite", "the state has NaN or inf entries in q or v",
-        "give finite q and v", "finite", lambda at: {"q": at.q, "v": at.v},
+        "give finite q and v", "finite", lambda at: {"q": at.point.q, "v": at.point.v},
         failure="nonfinite_state", blocking=True,
     ),
     Condition(
@@ -379,7 +392,7 @@ CONDITIONS: tuple[Condition, ...] = (
     ),
     Condition(
         "off_constraint_position", "off_constraint", _OFF_C, _OFF_C_FIX, "residual",
-        lambda at: (position_residual(at.h, at.H, at.q, at.stages.M), constraint_tolerance(at.q.dtype)),
+        lambda at: (position_residual(at.h, at.H, at.scale, at.stages.M), constraint_tolerance(at.q.dtype)),
         detail="max_i |h_i| / (|∂h_i/∂q D^-½| |D^½ q|), D = diag M", failure="off_constraint",
         applies=_constrained, consumers=CONSUMERS - {"assemble"}, after=("finite_h",),
     ),

@@ -11,7 +11,7 @@ from jax.sharding import Mesh, Sharding
 from jaxtyping import Array, Float
 
 from ._bundle import State
-from ._checks import FAILURES, At, Failure, first_failure
+from ._checks import FAILURES, At, Failure, first_failure, point_scale
 from ._custom_types import RealScalarLike
 from ._dynamics import check_solver, constrained_acceleration
 from ._engine import (
@@ -331,7 +331,8 @@ def initial_failure(
     (3.19), on $\\mathcal{C}$, and with `acceleration` a finite $a_R$), or `Failure.none`."""
     stages = assemble(system, state, t, checks=False)
     extra = {"acceleration": lambda: constrained_acceleration(stages, solver)} if acceleration else {}
-    return first_failure("simulate", At(stages, **extra))
+    at = At(stages, point=state, scale=point_scale(system, state), **extra)
+    return first_failure("simulate", at)
 
 
 def initial_failures(

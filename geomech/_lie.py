@@ -64,6 +64,15 @@ class LieGroup(AbstractManifold):
         zero = jnp.zeros_like(v)
         return jax.jvp(lambda psi: self.oplus(q, psi), (zero,), (v,))[1]
 
+    def point_scale(self, q):
+        # a radian for each rotation direction, the distance from the origin for each
+        # translation direction (jaxlie orders an SE(n) tangent (linear, angular))
+        if not hasattr(q, "translation"):
+            return jnp.ones(self.dim, q.parameters().dtype)
+        t = q.translation()
+        n = t.shape[-1]
+        return jnp.concatenate([jnp.full(n, jnp.linalg.norm(t)), jnp.ones(self.dim - n, t.dtype)])
+
     def point_error(self, q, psi, psi_error):
         high, low = self.oplus(q, psi), self.oplus(q, psi - psi_error)
         return jtu.tree_map(jnp.subtract, high, low)

@@ -63,6 +63,12 @@ class AbstractManifold(eqx.Module):
         """$\\dot q$ of the stored point (its parameters) for the velocity `v`."""
         return v
 
+    def point_scale(self, q) -> Float[Array, " n"]:
+        """The size of each coordinate of the chart centred at `q`, `(dim,)`: what the holonomic
+        residual is measured against (`_checks.position_residual`); the coordinates themselves
+        on ℝⁿ and S¹."""
+        return q
+
     def point_error(self, q, psi: Float[Array, " n"], psi_error: Float[Array, " n"]):
         """The difference of the stored points $q \\oplus \\psi$ and $q \\oplus (\\psi - e)$ for an
         error estimate $e$ = `psi_error` in the chart (the step-size controller's measure)."""
@@ -157,6 +163,9 @@ class Product(AbstractManifold):
 
     def velocity_of_point(self, q, v):
         return v if self.coordinates else self._each("velocity_of_point", q, v)
+
+    def point_scale(self, q):
+        return q if self.coordinates else jnp.concatenate(self._each("point_scale", q))
 
     def point_error(self, q, psi, psi_error):
         if self.coordinates:
