@@ -51,7 +51,7 @@ GROUPS = {
         "geomech/_solver/*.py",
         "geomech/_udwadia_kalaba.py",
     ],
-    "engine": ["geomech/_engine.py"],
+    "engine": ["geomech/_engine.py", "geomech/_frontend.py"],
 }
 
 # The kill-suites: fixed test nodes, fastest and most discriminating first (`-x` stops at the first
@@ -182,7 +182,7 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
     ),
     # (the key also matches `T += 1 if sub.ts is None ...`, which the exact sizes of
     # test_bad_input's output-* cases kill, so it is never a survivor to explain)
-    ("geomech/_engine.py", "check_output_size", "0", "1"): (
+    ("geomech/_frontend.py", "check_output_size", "0", "1"): (
         "`leaves[1].dtype` for `leaves[0].dtype`: q and v (and the multipliers) share one dtype"
     ),
     (

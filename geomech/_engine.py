@@ -14,12 +14,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
-import numpy as np
 import optimistix as optx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
-from jaxtyping import Array, ArrayLike, Bool, PyTree
+from jaxtyping import Array, Bool, PyTree
 
-from ._checks import check_time
 from ._custom_types import Args, RealScalarLike, VectorField
 
 # diffrax's marker "take this tolerance from the step-size controller", through its public API
@@ -66,6 +64,10 @@ class GuardedSolver(diffrax.AbstractWrappedSolver):
     @property
     def root_find_max_steps(self):
         return self.solver.root_find_max_steps
+
+    @property
+    def scan_kind(self):  # read by diffrax's adjoints (see `_forward_mode_ready`)
+        return getattr(self.solver, "scan_kind", None)
 
     def order(self, terms):
         return self.solver.order(terms)
@@ -174,11 +176,20 @@ def _fill_implicit_tolerances(integrator, controller):
     )
 
 
-# -- options --------------------------------------------------------------------------------------
+def _forward_mode_ready(integrator, adjoint):
+    """What `diffrax.ForwardMode` does to an unwrapped Runge-Kutta solver so that forward-mode
+    differentiation (`jax.jvp`, `jax.jacfwd`) can pass its stage loop: a stage scan of kind
+    `"lax"`. Done here because diffrax cannot update a wrapped solver."""
+    if not isinstance(adjoint, diffrax.ForwardMode):
+        return integrator
+    if not isinstance(integrator, diffrax.AbstractRungeKutta) or integrator.scan_kind is not None:
+        return integrator
+    return eqx.tree_at(lambda s: s.scan_kind, integrator, "lax", is_leaf=lambda x: x is None)
 
 
 class SolveOptions(eqx.Module):
-    """The diffrax-facing options of a solve, validated by `solve_options` before tracing."""
+    """The diffrax-facing options of a solve, validated by `solve_options` (`_frontend.py`)
+    before tracing."""
 
     integrator: diffrax.AbstractSolver
     saveat: diffrax.SaveAt
@@ -189,208 +200,6 @@ class SolveOptions(eqx.Module):
     throw: bool = eqx.field(static=True)
     progress: bool = eqx.field(static=True)
     sharding: Sharding | Mesh | None = eqx.field(static=True)
-
-
-def _check_saveat(saveat, t0, t1):
-    if not isinstance(saveat, diffrax.SaveAt):
-        raise TypeError(f"saveat must be a diffrax.SaveAt, got {type(saveat).__name__}.")
-    sub = saveat.subs
-    if saveat.dense or not isinstance(sub, diffrax.SubSaveAt) or sub.fn is not _SAVE_Y:
-        raise ValueError(
-            "saveat must save states: use diffrax.SaveAt(t0=..., t1=..., ts=..., steps=...) "
-            "without fn=, subs= or dense=True (compute functions of sol.states afterwards)."
-        )
-    if not (sub.t0 or sub.t1 or sub.steps or sub.ts is not None):
-        raise ValueError("saveat saves nothing: give t0=True, t1=True, ts=... or steps=True.")
-    ts, start, end = _concrete(sub.ts), _concrete(t0), _concrete(t1)
-    if sub.ts is None or ts is None:
-        return
-    if ts.ndim != 1:
-        raise ValueError(f"saveat.ts must be a 1-D array of times, got shape {ts.shape}.")
-    if not np.all(np.isfinite(ts)):
-        raise ValueError(f"saveat.ts has NaN or inf entries: {ts}.")
-    if start is None or end is None:
-        return
-    low, high = min(start, end), max(start, end)
-    if np.any((ts < low) | (ts > high)):
-        raise ValueError(
-            f"saveat.ts must lie in [t0, t1] = [{float(start):g}, {float(end):g}], got times from "
-            f"{float(ts.min()):g} to {float(ts.max()):g}."
-        )
-    steps = np.diff(ts) * np.sign(end - start)
-    if np.any(steps < 0):
-        raise ValueError(
-            "saveat.ts must be sorted in the direction of integration (increasing for t1 > t0), "
-            f"got {ts}."
-        )
-
-
-def _concrete(x):
-    """`x` as a NumPy value if it is known before tracing, else `None` (a tracer)."""
-    if isinstance(x, jax.core.Tracer):
-        return None
-    return np.asarray(x)
-
-
-def check_time_interval(t0, t1) -> None:
-    """`t0`, `t1` must be finite real scalars (checked before tracing where they are concrete;
-    `integrate` checks traced values with `eqx.error_if`)."""
-    for name, t in (("t0", t0), ("t1", t1)):
-        check_time(t, name)
-        value = _concrete(t)
-        if value is not None and not np.isfinite(value):
-            raise ValueError(f"{name} must be a finite real number, got {value!r}.")
-
-
-def _check_options(*, rtol, atol, dt0, max_steps, t0, t1):
-    for name, tol in (("rtol", rtol), ("atol", atol)):
-        value = None if tol is None else _concrete(tol)
-        if value is not None and (
-            value.ndim != 0 or value.dtype.kind not in "iuf" or not np.isfinite(value) or value < 0
-        ):
-            raise ValueError(f"{name} must be a finite number >= 0, got {tol!r}.")
-    r, a = (None if x is None else _concrete(x) for x in (rtol, atol))
-    if r is not None and a is not None and r == 0 and a == 0:
-        raise ValueError(
-            "rtol and atol are both 0: the step-size controller could never accept a step. "
-            "Give a positive tolerance, e.g. rtol=atol=1e-8."
-        )
-    if isinstance(max_steps, bool) or not isinstance(max_steps, int | np.integer) or max_steps < 1:
-        raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}.")
-    dt = None if dt0 is None else _concrete(dt0)
-    if dt is not None:
-        if dt.ndim != 0 or dt.dtype.kind not in "iuf" or not np.isfinite(dt) or dt == 0:
-            raise ValueError(f"dt0 must be a finite, nonzero step, got {dt0!r}.")
-        start, end = _concrete(t0), _concrete(t1)
-        if start is not None and end is not None and end != start and np.sign(dt) != np.sign(end - start):
-            raise ValueError(
-                f"dt0 = {float(dt):g} points away from t1: integrating from t0 = {float(start):g} to "
-                f"t1 = {float(end):g} needs a step of the sign of t1 - t0."
-            )
-
-
-DEFAULT_MAX_OUTPUT_BYTES = 4 * 2**30
-
-
-def check_output_size(
-    y0: PyTree[ArrayLike], saveat: diffrax.SaveAt, max_steps: int, *, batched: bool, extra: int,
-    max_output_bytes: int | None,
-) -> int:
-    """The bytes the saved output will take — `B × T × (size of y + extra + 1)` values, with `T`
-    the saved times (`max_steps` slots for `SaveAt(steps=True)`) — and an error before
-    allocating if that exceeds `max_output_bytes` (`None`: no limit)."""
-    if max_output_bytes is not None and (
-        isinstance(max_output_bytes, bool)
-        or not isinstance(max_output_bytes, int | np.integer)
-        or max_output_bytes <= 0
-    ):
-        raise ValueError(f"max_output_bytes must be a positive integer or None, got {max_output_bytes!r}.")
-    sub = saveat.subs
-    T = int(bool(sub.t0)) + int(bool(sub.t1)) + 1  # + the time reached
-    T += 0 if sub.ts is None else int(np.size(sub.ts))
-    T += max_steps if sub.steps else 0
-    leaves = jtu.tree_leaves(y0)
-    B = leaves[0].shape[0] if batched else 1
-    per_save = sum(int(np.prod(x.shape[1:] if batched else x.shape)) for x in leaves) + extra + 1
-    size = B * T * per_save * jnp.dtype(leaves[0].dtype).itemsize
-    if max_output_bytes is not None and size > max_output_bytes:
-        steps = f" (SaveAt(steps=True) keeps max_steps = {max_steps} slots per trajectory)" if sub.steps else ""
-        raise ValueError(
-            f"the saved output would take {size / 2**30:.2f} GiB ({B} trajectories x {T} saved times "
-            f"x {per_save} values){steps}, above max_output_bytes = {max_output_bytes / 2**30:.2f} "
-            "GiB. Save fewer times (SaveAt(ts=...) with fewer points, or t1=True), split the "
-            "batch, lower max_steps, or raise the limit with max_output_bytes=... (None: no limit)."
-        )
-    return size
-
-
-def solve_options(
-    *,
-    integrator,
-    saveat,
-    rtol,
-    atol,
-    dt0,
-    max_steps,
-    stepsize_controller,
-    adjoint,
-    throw,
-    progress,
-    sharding,
-    batched: bool,
-    projecting: bool,
-    dtype,
-    t0,
-    t1,
-) -> SolveOptions:
-    """Validate the options of `simulate` (before tracing) and return them as `SolveOptions`.
-
-    `rtol`, `atol` (default `1e-8`) make the default `diffrax.PIDController` of an adaptive
-    integrator; giving them together with a `stepsize_controller` is an error.
-    """
-    check_time_interval(t0, t1)
-    _check_saveat(saveat, t0, t1)
-    for name, flag in (("throw", throw), ("progress", progress)):
-        if not isinstance(flag, bool | np.bool_):
-            raise TypeError(f"{name} must be True or False, got {flag!r}.")
-    _check_options(rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps, t0=t0, t1=t1)
-    if not isinstance(integrator, diffrax.AbstractSolver):
-        raise TypeError(
-            f"integrator must be a diffrax solver such as diffrax.Tsit5(), got {integrator!r}."
-        )
-    if not isinstance(adjoint, diffrax.AbstractAdjoint):
-        raise TypeError(
-            "adjoint must be a diffrax adjoint such as diffrax.RecursiveCheckpointAdjoint(), "
-            f"got {adjoint!r}."
-        )
-    if sharding is not None and not batched:
-        raise ValueError(
-            "sharding splits the batch axis: give y0 with a leading batch axis (B, n)."
-        )
-    batch_sharding(sharding)
-    if projecting and isinstance(adjoint, diffrax.BacksolveAdjoint):
-        raise ValueError(
-            "stabilization='projection' cannot be used with diffrax.BacksolveAdjoint (the backward "
-            "solve would project the adjoint state): use RecursiveCheckpointAdjoint or 'baumgarte'."
-        )
-    if stepsize_controller is not None:
-        if rtol is not None or atol is not None:
-            raise ValueError(
-                "give either rtol/atol (for the default diffrax.PIDController) or a "
-                "stepsize_controller, not both: set the tolerances on the controller itself, e.g. "
-                "stepsize_controller=diffrax.PIDController(rtol=..., atol=..., pcoeff=...)."
-            )
-        if not isinstance(stepsize_controller, diffrax.AbstractStepSizeController):
-            raise TypeError(
-                "stepsize_controller must be a diffrax step-size controller such as "
-                f"diffrax.PIDController(rtol=..., atol=...), got {stepsize_controller!r}."
-            )
-    elif isinstance(integrator, diffrax.AbstractAdaptiveSolver):
-        stepsize_controller = diffrax.PIDController(
-            rtol=1e-8 if rtol is None else rtol, atol=1e-8 if atol is None else atol
-        )
-    else:
-        if dt0 is None:
-            raise ValueError(
-                f"{type(integrator).__name__} has no error estimate: give a fixed step dt0."
-            )
-        if rtol is not None or atol is not None:
-            raise ValueError(
-                f"rtol/atol control adaptive steps, but {type(integrator).__name__} has no error "
-                "estimate and takes fixed steps dt0: drop rtol/atol or use an adaptive integrator."
-            )
-        stepsize_controller = diffrax.ConstantStepSize()
-    return SolveOptions(
-        integrator=integrator,
-        saveat=saveat,
-        stepsize_controller=stepsize_controller,
-        dt0=None if dt0 is None else jnp.asarray(dt0, dtype),
-        max_steps=max_steps,
-        adjoint=adjoint,
-        throw=throw,
-        progress=progress,
-        sharding=sharding,
-    )
 
 
 def _progress_meter(progress: bool):
@@ -566,7 +375,8 @@ def integrate(
             rhs_ = _Frozen(rhs_, skip_, identity=False)
             project_ = None if project_ is None else _Frozen(project_, skip_, identity=True)
         controller = options_.stepsize_controller
-        solver = GuardedSolver(_fill_implicit_tolerances(options_.integrator, controller), project_)
+        integrator = _forward_mode_ready(options_.integrator, options_.adjoint)
+        solver = GuardedSolver(_fill_implicit_tolerances(integrator, controller), project_)
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(rhs_),
             solver,
@@ -621,11 +431,22 @@ def integrate(
             out = solve_batch(dynamic, y0, skip)
     if skip is not None:
         out = _as_not_reached(out, y0_given, skip, t0)
-    if options.throw:  # on `result` only: a check on every output would gather them onto one device
+    if options.throw:
         singular = (out.result == diffrax.RESULTS.nonfinite) | (
             out.result == diffrax.RESULTS.dt_min_reached
         )
-        result = eqx.error_if(out.result, singular, SINGULAR_MESSAGE)
-        result = result.error_if(result, jnp.invert(diffrax.is_okay(result)))
-        out = eqx.tree_at(lambda o: o.result, out, result)
+        checked = eqx.error_if(checked_outputs(out, options), singular, SINGULAR_MESSAGE)
+        checked = out.result.error_if(checked, jnp.invert(diffrax.is_okay(out.result)))
+        out = eqx.tree_at(lambda o: checked_outputs(o, options), out, checked)
     return out
+
+
+def checked_outputs(raw: RawSolution, options: SolveOptions):
+    """The outputs a run-time check (`eqx.error_if`) is threaded onto: every one a caller may
+    read (`ts`, `ys`, `result`, `t_final`), because XLA drops a check whose value is unused (under
+    the caller's `jax.jit` a check on `result` alone never fires when only the states are read);
+    with a sharded batch `result` only (a check on the sharded outputs would gather them onto
+    one device)."""
+    if options.sharding is not None:
+        return raw.result
+    return raw.ts, raw.ys, raw.result, raw.t_final

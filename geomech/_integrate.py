@@ -1,33 +1,32 @@
-"""`simulate`: the constrained dynamics $X_R$ integrated by the engine (`_engine.py`), with a
-stabilization (`_stabilization.py`), per-trajectory results and diagnostics.
+"""`simulate`: the constrained dynamics $X_R$ integrated by the engine (`_engine.py`) behind the
+shared front end (`_frontend.py`), with a stabilization (`_stabilization.py`), per-trajectory
+results and diagnostics.
 """
 
 import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.sharding import Mesh, Sharding
 from jaxtyping import Array, Float
 
 from ._bundle import State
-from ._checks import FAILURES, At, Failure, first_failure, point_scale
+from ._checks import At, Failure, first_failure, point_scale
 from ._custom_types import RealScalarLike
 from ._dynamics import check_solver, constrained_acceleration
-from ._engine import (
+from ._engine import RawSolution, integrate, results_where
+from ._frontend import (
     DEFAULT_MAX_OUTPUT_BYTES,
-    RawSolution,
-    check_output_size,
     check_time_interval,
-    integrate,
-    results_where,
-    solve_options,
+    note_trace,
+    prepare,
+    run_checked,
+    throw_failures_in_jit,
 )
 from ._lie_integrate import on_group as lie_integrator
-from ._precision import warn_if_imprecise
 from ._solver._base import AbstractSolver
 from ._solver._projection import Projection
-from ._stabilization import AbstractStabilization, as_stabilization
+from ._stabilization import AbstractStabilization
 from ._stages import assemble
 from ._system import LagrangianSystem, check_system
 from ._system_integrator import AbstractSystemIntegrator
@@ -137,8 +136,8 @@ class Solution(eqx.Module):
             ~jnp.isfinite(E) & jnp.isfinite(raw.ts), axis=-1
         )
         result = results_where(bad, diffrax.RESULTS.nonfinite, raw.result)
-        if throw:
-            result = eqx.error_if(result, bad, NONFINITE_ENERGY_MESSAGE)
+        if throw:  # threaded onto the energy too (a check whose value is unused is dropped)
+            result, E = eqx.error_if((result, E), bad, NONFINITE_ENERGY_MESSAGE)
         return cls(
             ts=raw.ts, states=raw.ys, result=result, failure=failure, t_final=raw.t_final, energy=E,
             constraint_residual=phi, position_residual=h, stats=raw.stats,
@@ -200,7 +199,9 @@ def simulate(
     - `stabilization`: `None` (drift is reported in the diagnostics, not corrected),
         `"baumgarte"` / `gm.Baumgarte(alpha, beta)`, or `"projection"` / `gm.ManifoldProjection()`.
     - `adjoint`: `diffrax.RecursiveCheckpointAdjoint()` (default) or `diffrax.BacksolveAdjoint(...)`
-        (not with projection) for gradients of losses of the `Solution`.
+        (not with projection) for gradients of losses of the `Solution`;
+        `diffrax.ForwardMode()` for `jax.jacfwd`/`jax.jvp` (chosen by itself when forward-mode
+        differentiation meets the default; see docs/performance.md).
     - `throw`: raise if any trajectory fails (a non-finite trajectory with an error saying so);
         with `False` failures are flagged in `result` (see `Solution`) and every other
         trajectory is returned as if it ran alone.
@@ -217,78 +218,20 @@ def simulate(
     check_solver(system, solver)
     if system.on_group:  # Runge–Kutta–Munthe-Kaas in the chart centred at each step's start
         integrator = lie_integrator(integrator, system.manifold, stabilization)
-    if isinstance(integrator, AbstractSystemIntegrator):  # its diffrax solver carries the system
-        integrator = integrator.bind(
-            system, dt0=dt0, stepsize_controller=stepsize_controller, stabilization=stabilization
-        )
-    stabilization = as_stabilization(stabilization)
-    project = stabilization.state_projection(system)
-    options = solve_options(
-        integrator=integrator,
-        saveat=saveat,
-        rtol=rtol,
-        atol=atol,
-        dt0=dt0,
-        max_steps=max_steps,
-        stepsize_controller=stepsize_controller,
-        adjoint=adjoint,
-        throw=throw,
-        progress=progress,
-        sharding=sharding,
-        batched=batched,
-        projecting=project is not None,
-        dtype=y0.v.dtype,
-        t0=t0,
-        t1=t1,
+    run = prepare(
+        system, y0, t0, t1, name="simulate", batched=batched, extra=3, integrator=integrator,
+        saveat=saveat, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps,
+        stepsize_controller=stepsize_controller, stabilization=stabilization, adjoint=adjoint,
+        throw=throw, progress=progress, sharding=sharding, max_output_bytes=max_output_bytes,
     )
-    check_output_size(
-        y0, options.saveat, max_steps, batched=batched, extra=3, max_output_bytes=max_output_bytes
+    program = lambda options, given, throw_in_jit: _simulate(
+        system, y0, run.t0, run.t1, solver, run.stabilization, options, given,
+        batched=batched, throw_in_jit=throw_in_jit,
     )
-    if isinstance(options.stepsize_controller, diffrax.PIDController):
-        controller = options.stepsize_controller
-        warn_if_imprecise(y0.v.dtype, controller.rtol, controller.atol)
-    t0, t1 = jnp.asarray(t0, y0.v.dtype), jnp.asarray(t1, y0.v.dtype)
-    # the indices of trajectories that fail a precondition can be named only with concrete values
-    # held by this process (not under the caller's jit, not a batch spread over several processes)
-    traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((system, y0)))
-    on_host = not traced and jax.process_count() == 1
-    run = lambda given: _simulate(
-        system, y0, t0, t1, solver, stabilization, options, given, batched=batched,
-        throw_in_jit=throw and not on_host,
+    recheck = lambda: _initial_failures(system, solver, y0, run.t0, batched=batched)
+    return run_checked(
+        program, run.options, name="simulate", batch_shape=jnp.shape(y0.v)[:-1], recheck=recheck
     )
-    if not on_host:
-        return run(None)
-    sol = _run_checking_acceleration_lazily(run, system, solver, y0, t0, batched=batched)
-    if throw:
-        raise_failures(sol.failure)
-    return sol
-
-
-def _run_checking_acceleration_lazily(run, system, solver, y0, t0, *, batched: bool) -> Solution:
-    """`run(given)` with every precondition checked in the program but the costliest, a finite
-    $a_R$ at `y0` (it needs $Q$, the largest derivative program: a full copy of the right-hand
-    side beside the integrator's, about a third of the compile time of a large Lagrangian). A
-    trajectory failing it is caught by the integrator, which stops it at `t0` (non-finite), or
-    raises with `throw`; only then are the full preconditions computed (a separate program,
-    `_initial_failures`) and, if any trajectory fails them, the batch is run again (the same
-    compiled program) with those trajectories given as failed: not integrated, flagged, and the
-    others as if they ran alone. The result is the same as with the full check in the program."""
-    shape = jnp.shape(y0.v)[:-1]
-    none = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, shape), Failure.none)
-    try:
-        sol, error = run(none), None
-        suspect = np.any(np.asarray(
-            (sol.result == diffrax.RESULTS.nonfinite) & (sol.failure == Failure.none)
-        ))
-    except eqx.EquinoxRuntimeError as e:
-        sol, error, suspect = None, e, True
-    if suspect:
-        failure = _initial_failures(system, solver, y0, t0, batched=batched)
-        if np.any(np.asarray(failure != Failure.none)):
-            return run(failure)
-    if error is not None:
-        raise error
-    return sol
 
 
 @eqx.filter_jit
@@ -296,8 +239,9 @@ def _simulate(
     system, y0, t0, t1, solver, stabilization, options, given, *, batched, throw_in_jit
 ) -> Solution:
     # `given`: the full preconditions of each trajectory computed beforehand (then the program
-    # checks all but a finite a_R itself, see `_run_checking_acceleration_lazily`), or None
-    # (then all of them are checked here)
+    # checks all but a finite a_R itself, see `run_checked`), or None (then all of them are
+    # checked here)
+    note_trace("simulate", (system, y0, t0, t1, solver, stabilization, options, given, throw_in_jit))
     failure = initial_failures(system, solver, y0, t0, batched=batched, acceleration=given is None)
     if given is not None:
         failed = given != Failure.none
@@ -309,18 +253,6 @@ def _simulate(
     skip = failure != Failure.none
     raw = integrate(rhs, y0, t0, t1, options, batched=batched, project=project, skip=skip)
     return Solution.from_raw(system, raw, batched=batched, throw=options.throw, failure=failure)
-
-
-def throw_failures_in_jit(failure: Failure, name: str) -> Failure:
-    """`failure` with an error for any failed precondition, naming the condition but not the
-    indices (under the caller's jit or across processes they are not known here)."""
-    for item in FAILURES:
-        failure = eqx.error_if(
-            failure, failure == item, f"{name}: an initial state fails a precondition "
-            f"({Failure[item]}) (the indices of the failing trajectories are named when {name} is "
-            "called outside jax.jit; or pass throw=False and read sol.failure)."
-        )
-    return failure
 
 
 def initial_failure(
@@ -345,22 +277,3 @@ def initial_failures(
 
 
 _initial_failures = eqx.filter_jit(initial_failures)
-
-
-def raise_failures(failure: Failure, name: str = "simulate") -> None:
-    """Raise a `ValueError` naming the trajectories that failed a precondition of `name` and why
-    (concrete `failure` only)."""
-    lines = []
-    for item in FAILURES:
-        failed = np.asarray(failure == item)
-        (index,) = np.nonzero(np.atleast_1d(failed))
-        if index.size:
-            shown = ", ".join(map(str, index[:20].tolist())) + (", ..." if index.size > 20 else "")
-            which = f"trajectories [{shown}] ({index.size} of {failed.size})" if failed.ndim else "the trajectory"
-            lines.append(f"- {which}: {Failure[item]}.")
-    if lines:
-        raise ValueError(
-            f"{name}: initial states fail a precondition and were not integrated:\n"
-            + "\n".join(lines)
-            + "\nPass throw=False to integrate the others (sol.failure flags these)."
-        )

@@ -224,6 +224,7 @@ CASES: list[tuple[str, Callable, object]] = [
     ("t1-array", _sim(t1=jnp.array([1.0, 2.0])), raises(ValueError, r"t1 must be a scalar time, got shape \(2,\)")),
     ("t1-str", _sim(t1="1"), raises(TypeError, r"t1 must be a real number, got '1'")),
     ("t1-complex", _sim(t1=1j), raises(TypeError, r"t1 must be a real number")),
+    ("t-span-below-resolution", _sim(t0=1e16, t1=1e16 + 20), raises(ValueError, r"t1 - t0 = 20 is below the resolution of t at t0 = 1e\+16 in float64 \(16 eps \|t\| = 35.5\).*Shift the time origin")),
     # rtol, atol
     ("rtol-negative", _sim(rtol=-1e-6), raises(ValueError, r"rtol must be a finite number >= 0")),
     ("rtol-nan", _sim(rtol=NAN), raises(ValueError, r"rtol must be a finite number >= 0, got nan")),
@@ -250,6 +251,7 @@ CASES: list[tuple[str, Callable, object]] = [
     ("saveat-ts-outside", _sim(saveat=diffrax.SaveAt(ts=jnp.array([0.1, 2.0]))), raises(ValueError, r"saveat.ts must lie in \[t0, t1\] = \[0, 0.3\]")),
     ("saveat-ts-unsorted", _sim(saveat=diffrax.SaveAt(ts=jnp.array([0.2, 0.1]))), raises(ValueError, r"saveat.ts must be sorted in the direction of integration")),
     ("saveat-ts-nan", _sim(saveat=diffrax.SaveAt(ts=jnp.array([0.1, jnp.nan]))), raises(ValueError, r"saveat.ts has NaN or inf entries")),
+    ("saveat-ts-float32-t0", _sim(t0=jnp.float32(0.1), saveat=diffrax.SaveAt(ts=jnp.linspace(0.1, 0.3, 3))), raises(ValueError, r"\[t0, t1\] = \[0.10000000149011612, 0.3\], got times from 0.1 to 0.3\. t0/t1 are float32 and saveat.ts float64: give the times in one dtype")),
     ("saveat-ts-2d", _sim(saveat=diffrax.SaveAt(ts=jnp.full((2, 2), 0.1))), raises(ValueError, r"saveat.ts must be a 1-D array of times, got shape \(2, 2\)")),
     # output size
     ("output-above-limit", _sim(saveat=diffrax.SaveAt(ts=jnp.linspace(0, T1, 1000)), max_output_bytes=10_000), raises(ValueError, r"the saved output would take 0.00 GiB \(1 trajectories x 1001 saved times x 8 values\), above max_output_bytes.*max_output_bytes=\.\.\. \(None: no limit\)")),
@@ -266,6 +268,9 @@ CASES: list[tuple[str, Callable, object]] = [
     ("y0-nan", _sim(y0=gm.State(ON_CIRCLE.q.at[0].set(jnp.nan), ON_CIRCLE.v)), raises(ValueError, r"NaN or inf entries in q or v.*throw=False")),
     ("solver-str", _sim(solver="gauss"), raises(TypeError, r"solver must be a geomech solver such as gm.Projection\(\)")),
     ("integrator-str", _sim(integrator="tsit5"), raises(TypeError, r"integrator must be a diffrax solver such as diffrax.Tsit5\(\)")),
+    ("integrator-split-terms", _sim(integrator=diffrax.SemiImplicitEuler(), dt0=0.1), raises(TypeError, r"integrator SemiImplicitEuler is not supported: it steps a split system of 2 terms.*Supported: .*Tsit5.*Kvaerno3/4/5.*gm.VariationalIntegrator\(\)")),
+    ("integrator-sde", _sim(integrator=diffrax.EulerHeun(), dt0=0.1), raises(TypeError, r"integrator EulerHeun is not supported: it steps several terms")),
+    ("vakonomic-system-integrator", _vak(integrator=gm.VariationalIntegrator(), dt0=0.1), raises(TypeError, r"VariationalIntegrator integrates the mechanical state gm.State\(q, v\) only; simulate_vakonomic integrates the multipliers too")),
     ("stabilization-str", _sim(stabilization="magic"), raises(ValueError, r"stabilization must be None, 'baumgarte', 'projection'.*got 'magic'")),
     ("controller-str", _sim(stepsize_controller="pid"), raises(TypeError, r"stepsize_controller must be a diffrax step-size controller")),
     ("adjoint-str", _sim(adjoint="backsolve"), raises(TypeError, r"adjoint must be a diffrax adjoint")),

@@ -153,3 +153,17 @@ def test_gradient_floor_quick():
     (row,) = out["sizes"]
     assert row["n"] == 4 and row["steps_mean"] > 1
     assert set(row) == {"n", "steps_mean", "forward_s", "gradient_s", "gradient_over_forward"}
+
+
+def test_forward_reverse_quick():
+    """Forward against reverse mode (benchmarks/forward_reverse.py): both give the gradient, and
+    the script prints the documented JSON with the load average."""
+    mod = _load("forward_reverse")
+    out = mod.main(["--quick", "--repeat", "1"])
+    assert len(out["machine"]["loadavg_at_start"]) == 3 and "loadavg_at_end" in out["machine"]
+    rows = out["cases"]["sleigh"]
+    assert [r["p"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["grad_rel_diff"] < 1e-8
+        assert r["forward_mode_s"] > 0 and r["reverse_mode_s"] > 0
+        assert r["forward_mode_over_forward"] == r["forward_mode_s"] / r["forward_s"]

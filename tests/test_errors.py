@@ -122,3 +122,39 @@ def test_state_off_constraint_manifold():
         eqx.filter_jit(gm.check_on_constraint)(system, gm.State(on.q, on.v + 0.1 * on.q))
     # evaluations slightly off C (as inside an integrator) keep working
     assert jnp.all(jnp.isfinite(gm.acceleration(system, gm.State(on.q * (1 + 1e-6), on.v))))
+
+
+class _Damping(eqx.Module):
+    c: jax.Array
+
+    def __call__(self, q, v):
+        return -self.c * v
+
+
+_RUN_PATHS = {
+    "eager": (lambda f: f, RUNTIME),
+    "eqx.filter_jit": (eqx.filter_jit, RUNTIME),
+    # plain jax.jit: JAX's own error type, with geomech's (equinox's) message in its text
+    "jax.jit": (jax.jit, jax.errors.JaxRuntimeError),
+    "jax.vmap": (lambda f: lambda c: jax.vmap(f)(jnp.stack([c, c])), RUNTIME),
+    "jax.grad": (jax.grad, RUNTIME),
+}
+
+
+@pytest.mark.parametrize("path", sorted(_RUN_PATHS))
+def test_run_time_failure_raises_on_every_path(path):
+    """A failure during the run (here `max_steps` reached) raises whatever the caller reads
+    (only the states here) and under every transformation, with the error type documented in
+    docs/errors.md; both types are `RuntimeError`s."""
+    sleigh = gm.models.ChaplyginSleigh()
+
+    def final_x(c):
+        system = gm.LagrangianSystem(
+            sleigh.lagrangian, force=_Damping(c), constraint=gm.LinearConstraint(sleigh.row)
+        )
+        return gm.simulate(system, sleigh.initial_state(), 0.0, 1.0, max_steps=2).states.q[-1, 0]
+
+    transform, error = _RUN_PATHS[path]
+    with pytest.raises(error, match="maximum number of solver steps") as caught:
+        transform(final_x)(jnp.asarray(0.5))
+    assert isinstance(caught.value, RuntimeError)

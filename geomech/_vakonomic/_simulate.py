@@ -12,17 +12,19 @@ from jaxtyping import Array, Bool, Float
 from .._bundle import State
 from .._checks import At, Failure, first_failure
 from .._custom_types import RealScalarLike
-from .._engine import (
+from .._engine import checked_outputs, integrate
+from .._frontend import (
     DEFAULT_MAX_OUTPUT_BYTES,
-    check_output_size,
     check_time_interval,
-    integrate,
-    solve_options,
+    note_trace,
+    prepare,
+    run_checked,
+    throw_failures_in_jit,
 )
-from .._integrate import Solution, raise_failures, simulate, throw_failures_in_jit
+from .._integrate import Solution, simulate
 from .._solver._base import AbstractSolver
 from .._solver._projection import Projection
-from .._stabilization import AbstractStabilization, as_stabilization
+from .._stabilization import AbstractStabilization
 from .._stages import assemble
 from .._system import LagrangianSystem, check_system
 from ._dynamics import (
@@ -223,28 +225,11 @@ def simulate_vakonomic(
             else jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (B, *x.shape)), y0)
         )
         mu0 = mu0 if mu0.ndim == 2 else jnp.broadcast_to(mu0, (B, k))
-    stabilization = as_stabilization(stabilization)
-    options = solve_options(
-        integrator=integrator,
-        saveat=saveat,
-        rtol=rtol,
-        atol=atol,
-        dt0=dt0,
-        max_steps=max_steps,
-        stepsize_controller=stepsize_controller,
-        adjoint=adjoint,
-        throw=throw,
-        progress=progress,
-        sharding=sharding,
-        batched=batched,
-        projecting=stabilization.state_projection(system) is not None,
-        dtype=dtype,
-        t0=t0,
-        t1=t1,
-    )
-    check_output_size(
-        (y0, mu0), options.saveat, max_steps, batched=batched, extra=4,
-        max_output_bytes=max_output_bytes,
+    run = prepare(
+        system, (y0, mu0), t0, t1, name="simulate_vakonomic", batched=batched, extra=4,
+        integrator=integrator, saveat=saveat, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps,
+        stepsize_controller=stepsize_controller, stabilization=stabilization, adjoint=adjoint,
+        throw=throw, progress=progress, sharding=sharding, max_output_bytes=max_output_bytes,
     )
     if impasse_tol is not None and not (
         np.ndim(impasse_tol) == 0
@@ -255,19 +240,13 @@ def simulate_vakonomic(
             f"impasse_tol must be a finite number >= 0 (or None), got {impasse_tol!r}."
         )
     tol = default_impasse_tol(dtype) if impasse_tol is None else float(impasse_tol)
-    t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
-    # as in gm.simulate: failing indices are named only from concrete values held by this process
-    traced = any(
-        isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((system, y0, mu0))
+    program = lambda options, given, throw_in_jit: _simulate_vakonomic(
+        system, y0, mu0, run.t0, run.t1, omega, modified, run.stabilization, tol, options,
+        batched=batched, throw_in_jit=throw_in_jit,
     )
-    on_host = throw and not traced and jax.process_count() == 1
-    sol = _simulate_vakonomic(
-        system, y0, mu0, t0, t1, omega, modified, stabilization, tol, options, batched=batched,
-        throw_in_jit=throw and not on_host,
+    return run_checked(
+        program, run.options, name="simulate_vakonomic", batch_shape=jnp.shape(mu0)[:-1]
     )
-    if on_host:
-        raise_failures(sol.failure, "simulate_vakonomic")
-    return sol
 
 
 def _initial_failure(system: LagrangianSystem, state: State, mu, t) -> Failure:
@@ -284,6 +263,11 @@ def _simulate_vakonomic(
     system, y0, mu0, t0, t1, omega, modified, stabilization, impasse_tol, options, *, batched,
     throw_in_jit,
 ) -> VakonomicSolution:
+    note_trace(
+        "simulate_vakonomic",
+        (system, y0, mu0, t0, t1, omega, modified, stabilization, impasse_tol, options, batched,
+         throw_in_jit),
+    )
     check = lambda s, m: _initial_failure(system, s, m, t0)
     failure = jax.vmap(check)(y0, mu0) if batched else check(y0, mu0)
     if throw_in_jit:
@@ -304,11 +288,11 @@ def _simulate_vakonomic(
         skip=skip,
     )
     impasse = (raw.result == diffrax.RESULTS.event_occurred) & ~skip
-    result = raw.result
     if options.throw:
-        result = eqx.error_if(result, impasse, IMPASSE_MESSAGE)
+        checked = eqx.error_if(checked_outputs(raw, options), impasse, IMPASSE_MESSAGE)
+        raw = eqx.tree_at(lambda r: checked_outputs(r, options), raw, checked)
     states, mu = raw.ys
-    mechanical = eqx.tree_at(lambda r: (r.ys, r.result), raw, (states, result))
+    mechanical = eqx.tree_at(lambda r: r.ys, raw, states)
     E_vak = jax.vmap(lambda t, s, m: vakonomic_energy(system, s, m, t))
     E_vak = jax.vmap(E_vak)(raw.ts, states, mu) if batched else E_vak(raw.ts, states, mu)
     return VakonomicSolution(
