@@ -118,8 +118,7 @@ _NODES = _NODES + 0.5
 
 def _right_jacobian(group, psi):
     """$J_r(\\psi) = \\int_0^1 \\mathrm{Ad}_{\\exp(-s\\psi)}\\,ds$; on SO(3) the closed form
-    $I - B\\hat\\psi + C\\hat\\psi^2$ (e.g. Chirikjian, Stochastic Models, Information Theory,
-    and Lie Groups, vol. 2, §10.6)."""
+    $I - B\\hat\\psi + C\\hat\\psi^2$ ([Sola2018] (143))."""
     if group is jaxlie.SO3:
         B, C = _so3_coefficients(psi)
         K = _hat(psi)
