@@ -9,18 +9,11 @@ import jax.numpy as jnp
 import jaxlie
 import numpy as np
 import pytest
+from helpers import solvers
 
 import geomech as gm
 
-SOLVERS = {
-    "projection": gm.Projection(),
-    "gauss": gm.Gauss(),
-    "gibbs_appell_W": gm.GibbsAppell(metric="W"),
-    "gibbs_appell_D": gm.GibbsAppell(metric="D"),
-    "kane": gm.Kane(),
-    "kane_bracket": gm.Kane(construction="bracket"),
-    "multipliers": gm.Multipliers(),
-}
+SOLVERS = solvers()  # the tests' one registry (a user basis and the momentum equation aside)
 
 E3 = jnp.array([0.0, 0.0, 1.0])
 
