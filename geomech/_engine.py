@@ -26,6 +26,14 @@ _USE_STEPSIZE_TOL = diffrax.with_stepsize_controller_tols(optx.Chord)().rtol
 _SAVE_Y = diffrax.SubSaveAt(t1=True).fn
 
 
+class StopTime(eqx.Module):
+    """The guarded solver's record of its last accepted step: whether it ended the trajectory
+    (`stopped`), and `time`, the (internal, diffrax's sign-flipped) time of the state kept."""
+
+    stopped: Bool[Array, ""]
+    time: Array
+
+
 class GuardedSolver(diffrax.AbstractWrappedSolver):
     """Wraps a diffrax solver: after each step `y1 = project(t1, y1, args)` (if `project` is
     given), and a trajectory running into a singularity stops instead of spending `max_steps`:
@@ -35,7 +43,10 @@ class GuardedSolver(diffrax.AbstractWrappedSolver):
     - a step no longer than $16\\varepsilon|t|$ (the resolution of $t$, MATLAB's `hmin`; no
         smaller step makes progress) ends the trajectory with `diffrax.RESULTS.nonfinite` if it
         is non-finite, else `diffrax.RESULTS.dt_min_reached`. So does every non-finite step of
-        a fixed-step integrator (always accepted). The state kept is the last one before it.
+        a fixed-step integrator (always accepted), and any step whose inner solve failed. The
+        state kept is the last one before it; its time is recorded (`StopTime`, in the solver
+        state), since diffrax's clock has moved past the accepted failing step (see
+        `_honest_times`).
 
     The wrapped solver's error estimate is kept (it measures the step, not the projection);
     when projecting, FSAL solvers re-evaluate their first stage at the projected point
@@ -79,12 +90,13 @@ class GuardedSolver(diffrax.AbstractWrappedSolver):
         return self.solver.error_order(terms)
 
     def init(self, terms, t0, t1, y0, args):
-        return self.solver.init(terms, t0, t1, y0, args)
+        time = jnp.asarray(t0, jnp.result_type(t0, t1))
+        return self.solver.init(terms, t0, t1, y0, args), StopTime(jnp.array(False), time)
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         made_jump = True if self.project is not None else made_jump
-        y1, y_error, dense_info, solver_state, result = self.solver.step(
-            terms, t0, t1, y0, args, solver_state, made_jump
+        y1, y_error, dense_info, inner_state, result = self.solver.step(
+            terms, t0, t1, y0, args, solver_state[0], made_jump
         )
         if self.project is not None:
             y1 = self.project(t1, y1, args)
@@ -96,12 +108,16 @@ class GuardedSolver(diffrax.AbstractWrappedSolver):
                 lambda e: jnp.where(stuck, 0.0, jnp.where(bad, jnp.inf, e)).astype(e.dtype),
                 y_error,
             )
-        y1 = jtu.tree_map(lambda a, b: jnp.where(bad | stuck, a, b), y0, y1)
+        # a step that ends the trajectory (accepted: a fixed step, a dead end, a failed inner
+        # solve) keeps `y0`, whose time is `t0`
+        stop = bad | stuck | jnp.invert(diffrax.is_okay(result))
+        y1 = jtu.tree_map(lambda a, b: jnp.where(stop, a, b), y0, y1)
         failed = diffrax.RESULTS.where(
             bad, diffrax.RESULTS.nonfinite, diffrax.RESULTS.dt_min_reached
         )
         result = diffrax.RESULTS.where(bad | stuck, failed, result)
-        return y1, y_error, dense_info, solver_state, result
+        stopped = StopTime(stop, jnp.where(stop, t0, t1).astype(solver_state[1].time.dtype))
+        return y1, y_error, dense_info, (inner_state, stopped), result
 
     def func(self, terms, t0, y0, args):
         return self.solver.func(terms, t0, y0, args)
@@ -245,7 +261,8 @@ def _shard_map(f, mesh, in_specs, out_specs):
 
 class RawSolution(eqx.Module):
     """What `integrate` returns: `ts`, `ys`, per-trajectory `result`, step `stats` and
-    `t_final`, the time each trajectory reached (`t1` unless it stopped early; with
+    `t_final`, the time each trajectory reached (`t1`, or the time of the state kept where it
+    stopped early; with
     `BacksolveAdjoint` NaN for a trajectory that stopped early)."""
 
     ts: Array
@@ -275,6 +292,36 @@ def _project_saved(project, t, y, ys):
     safe = jtu.tree_map(lambda x, x0: jnp.where(used, x, x0[0]), y, ys)
     out = project(jnp.where(used, t, 0.0), safe, None)
     return jtu.tree_map(lambda p, x: jnp.where(used, p, x), out, y)
+
+
+def _honest_times(ts, ys, t_reached, stop: StopTime, sub: diffrax.SubSaveAt, t0, t1):
+    """`(ts, ys, t_final)` with the times of the state kept. A trajectory ended by an accepted
+    failing step (`GuardedSolver`) keeps the state before it, but diffrax's clock has moved to
+    that step's end: its `t1` save is labelled with the later time, `SaveAt(steps=True)` holds
+    the kept state a second time under it, and `SaveAt(ts=...)` interpolates inside the failed
+    step. Here every save after the time of the state kept becomes `inf` (diffrax's convention
+    for times not reached) and moves behind the others, except the `t1` save, relabelled with
+    the time kept (unless `steps=True` already saved that state); `t_final` is the time kept."""
+    direction = jnp.where(t0 < t1, 1, -1).astype(ts.dtype)
+    t_kept = jnp.where(stop.stopped, direction * stop.time, t_reached)
+    used = jnp.isfinite(ts)
+    late = stop.stopped & used & (direction * (ts - t_kept) > 0)
+    last = jnp.arange(ts.shape[0]) == jnp.sum(used) - 1
+    if sub.t1:  # diffrax writes the final state (t1=True) into the last used slot
+        saved = jnp.any(used & ~late & (ts == t_kept)) if sub.steps == 1 else False
+        relabel = late & last & ~saved
+    else:
+        relabel = jnp.zeros_like(late)
+    drop = late & ~relabel
+    order = jnp.argsort(drop | ~used, stable=True)  # the kept saves first, in their order
+    gone = (drop | ~used)[order]
+    ts = jnp.where(gone, jnp.inf, jnp.where(relabel, t_kept, ts)[order])
+
+    def move(y):
+        mask = gone.reshape(gone.shape + (1,) * (y.ndim - 1))
+        return jnp.where(mask, jnp.inf, y[order])
+
+    return ts, jtu.tree_map(move, ys), t_kept
 
 
 def results_where(pred, result_if_true: diffrax.RESULTS, result: diffrax.RESULTS) -> diffrax.RESULTS:
@@ -356,12 +403,13 @@ def integrate(
         t0, ~(jnp.isfinite(t0) & jnp.isfinite(t1)), "t0 and t1 must be finite real numbers."
     )
     progress_meter = _progress_meter(options.progress)
-    # the time reached: one more saved time, `t1` unless the trajectory stopped early
-    # (BacksolveAdjoint cannot save `subs`: there it is known only for finished trajectories)
+    # the time reached: one more saved time, `t1` unless the trajectory stopped early, and the
+    # guarded solver's `StopTime` (BacksolveAdjoint cannot save `subs` or the solver state:
+    # there it is known only for finished trajectories)
     save_final = not isinstance(adjoint, diffrax.BacksolveAdjoint)
     if save_final:
-        saveat = eqx.tree_at(
-            lambda s: s.subs, saveat, (saveat.subs, diffrax.SubSaveAt(t1=True, fn=_save_time))
+        saveat = diffrax.SaveAt(
+            subs=(saveat.subs, diffrax.SubSaveAt(t1=True, fn=_save_time)), solver_state=True
         )
     closure = (rhs, options, saveat, project, t0, t1, event)
     dynamic, static = eqx.partition(closure, eqx.is_array)
@@ -394,7 +442,9 @@ def integrate(
         )
         if save_final:
             (ts, ts_final), (ys, _) = sol.ts, sol.ys
-            t_final = ts_final[0]
+            ts, ys, t_final = _honest_times(
+                ts, ys, ts_final[0], sol.solver_state[1], saveat_.subs[0], t0_, t1_
+            )
         else:
             ts, ys = sol.ts, sol.ys
             t_final = jnp.where(diffrax.is_successful(sol.result), t1_, jnp.nan)

@@ -286,8 +286,8 @@ def solve_options(
         dt0=None if dt0 is None else jnp.asarray(dt0, dtype),
         max_steps=max_steps,
         adjoint=adjoint,
-        throw=throw,
-        progress=progress,
+        throw=bool(throw),  # a NumPy bool too, held as a Python bool (a static field)
+        progress=bool(progress),
         sharding=sharding,
     )
 

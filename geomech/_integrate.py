@@ -90,8 +90,9 @@ class Solution(eqx.Module):
         `admissibility`, `work_space`, `condition_3_19`, `nonfinite_acceleration`, and for
         `simulate_vakonomic` `nonfinite_multipliers`); such a
         trajectory keeps its `y0` at `t0` and `inf` at the later saved times, and `t_final == t0`.
-    - `t_final`: the time each trajectory reached, `()` (or `(B,)`): `t1`, or where it stopped
-        early (NaN for a trajectory stopped early under `diffrax.BacksolveAdjoint`).
+    - `t_final`: the time each trajectory reached, `()` (or `(B,)`): `t1`, or, where it stopped
+        early, the time of the last state kept (a failed step does not count; later saved times
+        are `inf`); NaN for a trajectory stopped early under `diffrax.BacksolveAdjoint`.
     - `energy`: $E_L$ (2.7) at the saved states, `(T,)`.
     - `constraint_residual`: $|\\phi(t, q, v)|$ (Euclidean norm over the $k$ rows), `(T,)`.
     - `position_residual`: $|h(t, q)|$ of the holonomic parts (zero without them), `(T,)`.

@@ -9,7 +9,10 @@ the call and `outcome` is what must happen:
 - `flagged(failure)` / `flagged(result=...)`: `call` returns `(system, y0, kwargs)` with a batch of
     three initial states whose last is bad; `gm.simulate(..., throw=False)` flags that one (its
     `gm.Failure`, or its result code) and returns the two others bit for bit as in the run
-    without it.
+    without it;
+- `stops(result, t_final, ts)`: `call` returns a `gm.Solution` that stopped early with that
+    result code, at `t_final`, the time of the state kept, and with exactly the saved times `ts`
+    before the unused (`inf`) slots.
 
 Most cases raise before tracing; the compiled ones reuse two tiny systems (n = 2, 3) with
 batches of one shape, so each compiles once.
@@ -20,6 +23,7 @@ import dataclasses
 import functools
 import io
 import re
+import warnings
 from collections.abc import Callable
 
 import diffrax
@@ -64,6 +68,17 @@ class Exits:
 class Flagged:
     failure: str  # a gm.Failure name ("none": integrated, but with `result`)
     result: str  # a diffrax.RESULTS name
+
+
+@dataclasses.dataclass(frozen=True)
+class Stops:
+    result: str  # a diffrax.RESULTS name
+    t_final: float
+    ts: tuple[float, ...]
+
+
+def stops(result, t_final, ts):
+    return Stops(result, t_final, tuple(ts))
 
 
 def raises(exception, match):
@@ -136,6 +151,12 @@ def _with(system, q=None, v=None, **kw):
         bad_v = bad_v.at[i].set(x)
     y0 = gm.State(jnp.concatenate([good.q, bad_q[None]]), jnp.concatenate([good.v, bad_v[None]]))
     return lambda: (system, y0, kw)
+
+
+SINGULAR_PAST = gm.LagrangianSystem(
+    lambda q, v: 0.5 * v @ v, force=lambda q, v: jnp.where(q[0] > 0.35, jnp.nan, 0.0) * v
+)
+PARTICLE = gm.State(jnp.array([0.0]), jnp.array([1.0]))
 
 
 def _sim(system=CIRCLE, y0=ON_CIRCLE, t0=0.0, t1=T1, **kw):
@@ -276,6 +297,8 @@ CASES: list[tuple[str, Callable, object]] = [
     ("adjoint-str", _sim(adjoint="backsolve"), raises(TypeError, r"adjoint must be a diffrax adjoint")),
     ("projection-with-backsolve", _sim(stabilization="projection", adjoint=diffrax.BacksolveAdjoint()), raises(ValueError, r"'projection' cannot be used with diffrax.BacksolveAdjoint")),
     ("throw-str", _sim(throw="no"), raises(TypeError, r"throw must be True or False, got 'no'")),
+    ("throw-int", _sim(throw=1), raises(TypeError, r"throw must be True or False, got 1")),
+    ("throw-array", _sim(throw=jnp.array(False)), raises(TypeError, r"throw must be True or False")),
     ("sharding-unbatched", _sim(sharding=jax.sharding.Mesh(jax.devices()[:1], ("b",))), raises(ValueError, r"sharding splits the batch axis: give y0 with a leading batch axis")),
     ("known-work-with-gauss", _sim(system=gm.LagrangianSystem(CIRCLE.lagrangian, constraint=CIRCLE.constraint, known_work=lambda q, v: 0 * q), solver=gm.Gauss()), raises(ValueError, r"Gauss does not generalize to non-ideal constraints.*Use Projection\(\)")),
     # gm.State
@@ -390,6 +413,13 @@ CASES: list[tuple[str, Callable, object]] = [
     # gm.simulate_vakonomic
     ("vakonomic-no-constraint", _vak(FREE, S2), raises(ValueError, r"vakonomic dynamics needs constraints g\(q, v\) = 0")),
     ("vakonomic-mu0-shape", _vak(mu0=jnp.ones(3)), raises(ValueError, r"mu0 must have shape \(1,\) or \(B, 1\), got \(3,\)")),
+    ("vakonomic-mu0-complex", _vak(mu0=jnp.array([1.0 + 1.0j])), raises(TypeError, r"mu0 must hold real numbers \(the initial multipliers\), got dtype complex128")),
+    ("vakonomic-mu0-bool", _vak(mu0=np.array([True])), raises(TypeError, r"mu0 must hold real numbers .* got dtype bool")),
+    ("vakonomic-mu0-empty-batch", _vak(mu0=jnp.zeros((0, 1))), raises(ValueError, r"mu0 is an empty batch \(B = 0\): give initial multipliers of shape \(1,\) or \(B, 1\) with B >= 1")),
+    ("vakonomic-mu0-empty-batch-with-batch", _vak(y0=gm.State(jnp.stack([ON_CIRCLE.q] * 2), jnp.stack([ON_CIRCLE.v] * 2)), mu0=jnp.zeros((0, 1))), raises(ValueError, r"mu0 is an empty batch \(B = 0\)")),
+    ("vakonomic-y0-empty-batch", _vak(y0=gm.State(jnp.zeros((0, 2)), jnp.zeros((0, 2))), mu0=jnp.zeros((0, 1))), raises(ValueError, r"the state is an empty batch \(B = 0\)")),
+    ("vakonomic-mu0-batch-mismatch", _vak(y0=gm.State(jnp.stack([ON_CIRCLE.q] * 2), jnp.stack([ON_CIRCLE.v] * 2)), mu0=jnp.zeros((3, 1))), raises(ValueError, r"y0 has a batch of 2 states but mu0 a batch of 3")),
+    ("vakonomic-throw-str", _vak(throw="yes"), raises(TypeError, r"throw must be True or False, got 'yes'")),
     ("vakonomic-mu0-nan", _vak(mu0=jnp.array([jnp.nan])), raises(ValueError, r"trajectory: the initial multipliers mu0 of gm.simulate_vakonomic have NaN or inf entries: give finite mu0")),
     ("vakonomic-modified-without-omega", _vak(modified=True), raises(ValueError, r"modified=True is the variant \(60\) of model B2: it needs omega")),
     ("vakonomic-impasse_tol-negative", _vak(impasse_tol=-1.0), raises(ValueError, r"impasse_tol must be a finite number >= 0")),
@@ -398,6 +428,11 @@ CASES: list[tuple[str, Callable, object]] = [
     ("vakonomic-starts-at-impasse", _vak(IMPASSE, gm.State(jnp.zeros(2), jnp.zeros(2)), mu0=jnp.array([-1.0])), raises(RUNTIME, r"vakonomic impasse point: M_mu .* is degenerate on ker\(dg/dv\)")),
     ("vakonomic-off-C", _vak(y0=gm.State(1.1 * ON_CIRCLE.q, ON_CIRCLE.v)), raises(ValueError, r"simulate_vakonomic: .*the trajectory: the state is off the constraint manifold C.*project_to_constraints")),
     ("vakonomic-rtol-with-controller", _vak(rtol=1e-6, stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-6)), raises(ValueError, r"not both")),
+    # a run that stops early: the times reported are those of the state kept (x = t, NaN force past x = 0.35)
+    ("times-euler-t1", _sim(SINGULAR_PAST, PARTICLE, t1=1.0, integrator=diffrax.Euler(), dt0=0.1, saveat=diffrax.SaveAt(t1=True), throw=False), stops("nonfinite", 0.4, [0.4])),
+    ("times-euler-steps", _sim(SINGULAR_PAST, PARTICLE, t1=1.0, integrator=diffrax.Euler(), dt0=0.1, saveat=diffrax.SaveAt(steps=True), throw=False, max_steps=12), stops("nonfinite", 0.4, [0.1, 0.2, 0.3, 0.4])),
+    ("times-euler-ts-in-failed-step", _sim(SINGULAR_PAST, PARTICLE, t1=1.0, integrator=diffrax.Euler(), dt0=0.1, saveat=diffrax.SaveAt(ts=jnp.array([0.3, 0.45])), throw=False), stops("nonfinite", 0.4, [0.3])),
+    ("times-variational-first-step", _sim(SINGULAR_PAST, gm.State(jnp.array([0.4]), jnp.array([1.0])), t1=1.0, integrator=gm.VariationalIntegrator(), dt0=0.1, saveat=diffrax.SaveAt(t1=True), throw=False), stops("nonlinear_divergence", 0.0, [0.0])),
     # the command line: exit status 2, one line, no traceback
     ("cli-unknown-model", _cli("run", "no_such_model"), exits(2, r"unknown model")),
     ("cli-points", _cli("run", "pendulum", "--points", "1"), exits(2, r"--points: must be >= 2")),
@@ -495,8 +530,25 @@ def test_bad_input(call, outcome):
         assert code == outcome.code, message
         assert re.search(outcome.match, message), message
         assert len(message.strip().splitlines()) == 1 and "Traceback" not in message
+    elif isinstance(outcome, Stops):
+        sol = call()
+        assert sol.result == getattr(diffrax.RESULTS, outcome.result), sol.result
+        np.testing.assert_allclose(sol.t_final, outcome.t_final, rtol=1e-12)
+        n = len(outcome.ts)
+        np.testing.assert_allclose(sol.ts[:n], outcome.ts, rtol=1e-12)
+        assert np.all(np.isinf(sol.ts[n:])) and np.all(np.isinf(sol.states.q[n:]))
     else:
         _check_flagged(call, outcome)
+
+
+@pytest.mark.parametrize("run", [_sim, _vak], ids=["simulate", "simulate_vakonomic"])
+def test_numpy_bools_are_flags(run):
+    """`throw=np.bool_(False)` (what NumPy comparisons return) is a flag like `False`: the run is
+    not refused, and its options hold a Python bool (a static field of the compiled program)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # equinox: "a JAX array is being set as static"
+        sol = run(throw=np.bool_(False), progress=np.bool_(False))()
+    assert np.all(diffrax.is_successful(sol.result))
 
 
 def test_the_table_is_comprehensive():
@@ -504,7 +556,7 @@ def test_the_table_is_comprehensive():
     ids = [c[0] for c in CASES]
     assert len(ids) >= 60 and len(set(ids)) == len(ids)
     kinds = {type(c[2]) for c in CASES}
-    assert kinds == {Raises, Reports, Exits, Flagged}
+    assert kinds == {Raises, Reports, Exits, Flagged, Stops}
     flagged_codes = {c[2].failure for c in CASES if isinstance(c[2], Flagged)}
     # the other two codes are flagged in test_failures.py: a rank-deficient W, and non-finite
     # multipliers of simulate_vakonomic (the `flagged` outcome runs gm.simulate)

@@ -259,3 +259,75 @@ def test_vakonomic_throw_names_the_failing_indices():
     f = jax.jit(lambda y, m: gm.simulate_vakonomic(PENDULUM, y, m, 0.0, 0.5, **KW).states.q)
     with pytest.raises(Exception, match="simulate_vakonomic: an initial state fails a precondition"):
         f(y0, mu0)
+
+
+# -- times are honest: t_final and the last saved time are those of the state kept ----------------
+
+# a free particle at unit speed from x = 0 whose force turns NaN past x = 0.35 (t = 0.35)
+SINGULAR_PAST = gm.LagrangianSystem(
+    lambda q, v: 0.5 * v @ v, force=lambda q, v: jnp.where(q[0] > 0.35, jnp.nan, 0.0) * v
+)
+
+
+def _particle(x0, speed=1.0):
+    return gm.State(jnp.array([x0]), jnp.array([speed]))
+
+
+@pytest.mark.parametrize(
+    "saveat, ts",
+    [
+        (diffrax.SaveAt(t1=True), [0.4]),
+        (diffrax.SaveAt(steps=True), [0.1, 0.2, 0.3, 0.4]),  # the kept state once, at its time
+        (diffrax.SaveAt(steps=True, t1=True), [0.1, 0.2, 0.3, 0.4]),
+        (diffrax.SaveAt(ts=jnp.array([0.1, 0.45, 0.5]), t1=True), [0.1, 0.4]),  # 0.45: in the failed step
+        (diffrax.SaveAt(t0=True, ts=jnp.array([0.2, 0.6])), [0.0, 0.2]),
+    ],
+)
+def test_a_fixed_step_stopped_by_nan_reports_the_time_of_the_state_kept(saveat, ts):
+    """Euler with dt0 = 0.1: the step from t = 0.4 (x = 0.4, force NaN) fails, the state at
+    t = 0.4 is kept; t_final and the saved times say 0.4, never 0.5, and the saves after it are
+    inf (diffrax's convention for times not reached)."""
+    sol = gm.simulate(SINGULAR_PAST, _particle(0.0), 0.0, 1.0, integrator=diffrax.Euler(), dt0=0.1,
+                      saveat=saveat, throw=False, max_steps=12)  # fmt: skip
+    assert sol.result == diffrax.RESULTS.nonfinite
+    np.testing.assert_allclose(sol.t_final, 0.4, rtol=1e-12)
+    n = len(ts)
+    np.testing.assert_allclose(sol.ts[:n], ts, rtol=1e-12)
+    assert np.all(np.isinf(sol.ts[n:])) and np.all(np.isinf(sol.states.q[n:]))
+    # each saved state is the one at its time (x = t at unit speed)
+    np.testing.assert_allclose(sol.states.q[:n, 0], ts, rtol=1e-12)
+
+
+def test_a_variational_integrator_failing_its_first_step_reports_t0():
+    """The variational integrator's first step from x = 0.4 fails (its nonlinear solve meets the
+    NaN force): y0 is kept, at t0."""
+    sol = gm.simulate(SINGULAR_PAST, _particle(0.4), 0.0, 1.0, integrator=gm.VariationalIntegrator(),
+                      dt0=0.1, saveat=diffrax.SaveAt(steps=True), throw=False, max_steps=4)  # fmt: skip
+    assert not diffrax.is_successful(sol.result)
+    assert sol.t_final == 0.0
+    assert np.all(np.isinf(sol.ts)) and np.all(np.isinf(sol.states.q))
+    one = gm.simulate(SINGULAR_PAST, _particle(0.4), 0.0, 1.0, integrator=gm.VariationalIntegrator(),
+                      dt0=0.1, saveat=diffrax.SaveAt(t1=True), throw=False)  # fmt: skip
+    np.testing.assert_array_equal(one.ts, [0.0])
+    np.testing.assert_array_equal(one.states.q[0], [0.4])
+    assert one.t_final == 0.0
+
+
+def test_honest_times_backwards_and_in_a_batch():
+    """Integrating backwards (x = -t at unit speed -1 ... here x grows as t falls), and a batch
+    whose other member finishes: each member reports its own time, the finished one unchanged."""
+    back = gm.simulate(SINGULAR_PAST, _particle(0.0, -1.0), 0.0, -1.0, integrator=diffrax.Euler(),
+                       dt0=-0.1, saveat=diffrax.SaveAt(steps=True), throw=False, max_steps=12)  # fmt: skip
+    np.testing.assert_allclose(back.t_final, -0.4, rtol=1e-12)
+    np.testing.assert_allclose(back.ts[:4], [-0.1, -0.2, -0.3, -0.4], rtol=1e-12)
+    assert np.all(np.isinf(back.ts[4:]))
+    batch = gm.State(jnp.array([[0.0], [0.0]]), jnp.array([[1.0], [0.5]]))
+    run = lambda y: gm.simulate(SINGULAR_PAST, y, 0.0, 0.6, integrator=diffrax.Euler(), dt0=0.1,
+                                saveat=diffrax.SaveAt(steps=True), throw=False, max_steps=8)  # fmt: skip
+    sol = run(batch)
+    np.testing.assert_allclose(sol.t_final, [0.4, 0.6], rtol=1e-12)
+    np.testing.assert_allclose(sol.ts[0, :4], [0.1, 0.2, 0.3, 0.4], rtol=1e-12)
+    assert np.all(np.isinf(sol.ts[0, 4:]))
+    solo = run(jax.tree_util.tree_map(lambda x: x[1], batch))
+    np.testing.assert_array_equal(sol.ts[1], solo.ts)
+    np.testing.assert_array_equal(sol.states.q[1], solo.states.q)

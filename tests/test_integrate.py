@@ -262,7 +262,9 @@ def test_fixed_step_nonfinite_trajectory_stops():
     np.testing.assert_array_equal(sol.result == diffrax.RESULTS.nonfinite, [True, False])
     assert bool((sol.result == diffrax.RESULTS.successful)[1])
     n = int(sol.stats["num_steps"][0])
-    assert n < 100 and float(sol.ts[0, 0]) == pytest.approx(n * 1e-3)  # blow-up near t = 0.055
+    # the n-th step failed: the state kept, and the time reported, are those after n - 1 steps
+    assert n < 100 and float(sol.ts[0, 0]) == pytest.approx((n - 1) * 1e-3)  # blow-up near t = 0.055
+    assert float(sol.t_final[0]) == float(sol.ts[0, 0])
     assert bool(jnp.all(jnp.isfinite(sol.states.q[0]))) and float(sol.states.q[0, -1, 1]) < -0.4
 
 

@@ -211,9 +211,20 @@ def simulate_vakonomic(
     if modified and omega is None:
         raise ValueError("modified=True is the variant (60) of model B2: it needs omega.")
     dtype = y0.q.dtype
+    if mu0 is not None:
+        given = mu0.dtype if hasattr(mu0, "dtype") else np.asarray(mu0).dtype
+        if np.dtype(given).kind not in "iuf":
+            raise TypeError(
+                f"mu0 must hold real numbers (the initial multipliers), got dtype {given}."
+            )
     mu0 = jnp.zeros((k,), dtype) if mu0 is None else jnp.asarray(mu0, dtype)
     if mu0.ndim not in (1, 2) or mu0.shape[-1] != k:
         raise ValueError(f"mu0 must have shape ({k},) or (B, {k}), got {mu0.shape}.")
+    if mu0.ndim == 2 and mu0.shape[0] == 0:
+        raise ValueError(
+            f"mu0 is an empty batch (B = 0): give initial multipliers of shape ({k},) or "
+            f"(B, {k}) with B >= 1."
+        )
     batched = batched_y or mu0.ndim == 2
     if batched:
         B = y0.q.shape[0] if batched_y else mu0.shape[0]
