@@ -59,8 +59,15 @@ def _as_rows(x, name):
     return jnp.atleast_1d(x)
 
 
-def _bound(obj, time_dependent: bool):
-    return dataclasses.replace(obj, time_dependent=time_dependent)
+class _AbstractTimeBound(eqx.Module):
+    """Holds user functions that take `t` first when `time_dependent` (a field of each concrete
+    class, set by the `LagrangianSystem` it is given to)."""
+
+    time_dependent: eqx.AbstractVar[bool]
+
+    def bind_time(self, time_dependent: bool) -> "_AbstractTimeBound":
+        """This object with its user functions read as `f(t, ...)` if `time_dependent`."""
+        return dataclasses.replace(self, time_dependent=time_dependent)
 
 
 def _check_callable(owner: str, name: str, fn, form: str, optional: bool = False):
@@ -121,12 +128,16 @@ class AbstractConstraint(eqx.Module):
         return StackedConstraint((self, other))
 
 
+class _AbstractUserConstraint(_AbstractTimeBound, AbstractConstraint):
+    """A constraint given by user functions (`bind_time` from `_AbstractTimeBound`)."""
+
+
 def _no_holonomic_rows(constraint: AbstractConstraint, t, q) -> Float[Array, " k"]:
     k = jax.eval_shape(constraint.residual, t, q, q).shape[0]
     return jnp.zeros((k,), jnp.result_type(q))
 
 
-class Constraint(AbstractConstraint):
+class Constraint(_AbstractUserConstraint):
     """General constraints $\\phi(q, v) = 0$, possibly nonlinear in the velocities (3.6).
 
     **Arguments:**
@@ -154,9 +165,6 @@ class Constraint(AbstractConstraint):
     def affine_in_v(self) -> bool:
         return False
 
-    def bind_time(self, time_dependent):
-        return _bound(self, time_dependent)
-
     def localized(self, chart):
         return Constraint(chart(self.phi, "qv", self.time_dependent), time_dependent=True)
 
@@ -169,7 +177,7 @@ class Constraint(AbstractConstraint):
         )
 
 
-class HolonomicConstraint(AbstractConstraint):
+class HolonomicConstraint(_AbstractUserConstraint):
     """Holonomic constraints $h(q) = 0$, imposed as $\\phi = Dh(q)\\,v + \\partial_t h = 0$.
 
     **Arguments:**
@@ -199,9 +207,6 @@ class HolonomicConstraint(AbstractConstraint):
     def affine_in_v(self) -> bool:
         return True
 
-    def bind_time(self, time_dependent):
-        return _bound(self, time_dependent)
-
     def localized(self, chart):
         # h(q ⊕ ψ), differentiated along ψ̇ = v at ψ = 0 (DESIGN §5)
         return HolonomicConstraint(chart(self.h, "q", self.time_dependent), time_dependent=True)
@@ -211,7 +216,7 @@ class HolonomicConstraint(AbstractConstraint):
         return self.position_residual(t0 + dt, q0 + dq)
 
 
-class LinearConstraint(AbstractConstraint):
+class LinearConstraint(_AbstractUserConstraint):
     """Constraints linear (affine) in the velocities: $A(q)\\,v + c(q) = 0$.
 
     **Arguments:**
@@ -249,9 +254,6 @@ class LinearConstraint(AbstractConstraint):
 
     def affine_in_v(self) -> bool:
         return True
-
-    def bind_time(self, time_dependent):
-        return _bound(self, time_dependent)
 
     def localized(self, chart):
         td = self.time_dependent
@@ -328,7 +330,7 @@ def _check_constant_subspace(name: str, x) -> None:
         )
 
 
-class Subspace(eqx.Module):
+class Subspace(_AbstractTimeBound):
     """A subspace $\\mathcal{W}_{(q,v)} \\subset T_qQ$ on which the constraint force does no work.
 
     Give exactly one of:
@@ -349,10 +351,6 @@ class Subspace(eqx.Module):
             raise ValueError("Subspace needs exactly one of basis=... or annihilator=....")
         for name in ("basis", "annihilator"):
             _check_constant_subspace(name, getattr(self, name))
-
-    def bind_time(self, time_dependent: bool) -> "Subspace":
-        """This subspace with its functions read as `f(t, q, v)` if `time_dependent`."""
-        return _bound(self, time_dependent)
 
     def localized(self, chart) -> "Subspace":
         """This subspace in the chart centred at a point of a Lie group (`_lie.Chart`)."""
