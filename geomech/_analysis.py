@@ -87,18 +87,34 @@ def _rank(J: Float[Array, "m m"]) -> Array:
     return jnp.sum(s > rank_tolerance(J.dtype, J.shape[1]) * s[0])
 
 
-def _newton(dtype, rtol, atol, max_steps):
+class _Newton(eqx.Module):
+    """The root finder of the constraint solves and its iteration budget."""
+
+    solver: optx.Newton
+    max_steps: int = eqx.field(static=True)
+
+
+def _newton(dtype, rtol: float | None, atol: float | None, max_steps: int) -> _Newton:
     eps = jnp.finfo(dtype).eps
     tol = float(eps**0.75)  # 1.8e-12 in float64, 6.5e-6 in float32: a few digits above round-off
-    return optx.Newton(
-        rtol=tol if rtol is None else rtol, atol=tol if atol is None else atol
-    ), max_steps
+    solver = optx.Newton(rtol=tol if rtol is None else rtol, atol=tol if atol is None else atol)
+    return _Newton(solver, max_steps)
 
 
-def _solve_block(residual, y0, args, *, what: str, free, held: str, newton, scale):
+class _Scale(eqx.Module):
+    """The units of one block solve (`_solve_block`): `size` of the terms of each residual row,
+    `row_norm` of each row of the Jacobi-scaled Jacobian of all coordinates, and `col_scale` of
+    each free entry ($1/\\sqrt{M_{ii}}$)."""
+
+    size: Float[Array, " m"]
+    row_norm: Float[Array, " m"]
+    col_scale: Float[Array, " f"]
+
+
+def _solve_block(residual, y0, args, *, what: str, free, held: str, newton: _Newton, scale: _Scale):
     """Solve `residual(y, args) = 0` for `y` near `y0` (Newton, implicit derivatives w.r.t. `args`).
 
-    `scale = (size, row_norm, col_scale)` makes the solve free of units: each residual row is
+    `scale` (`_Scale`) makes the solve free of units: each residual row is
     divided by the size of its terms at `y0` (so Newton's `atol` is relative, `_checks`), and the
     Jacobian's full rank is judged on $\\hat J_{ij} = J_{ij}\\,$`col_scale[j]`$/$`row_norm[i]`,
     the free columns of the Jacobi-scaled Jacobian of all coordinates. Before the solve it must
@@ -106,7 +122,9 @@ def _solve_block(residual, y0, args, *, what: str, free, held: str, newton, scal
     converged to finite values at which it still has (a root where it is singular, e.g. the
     double root $y = 0$ of $x^2 + y^2 = 1$ at $x = 1$, does not determine the free entries).
     """
-    size, row_norm, col_scale = (jax.lax.stop_gradient(x) for x in scale)
+    size, row_norm, col_scale = (
+        jax.lax.stop_gradient(x) for x in (scale.size, scale.row_norm, scale.col_scale)
+    )
     size = jnp.where(size > 0, size, 1.0)
     scaled = lambda y, a: residual(y, a) / size
     m = y0.shape[0]
@@ -121,8 +139,7 @@ def _solve_block(residual, y0, args, *, what: str, free, held: str, newton, scal
         for rank in range(m)
     ]
     y0 = eqx.branched_error_if(jax.lax.stop_gradient(y0), r < m, jnp.minimum(r, m - 1), msgs)
-    solver, max_steps = newton
-    sol = optx.root_find(scaled, solver, y0, args, max_steps=max_steps, throw=False)
+    sol = optx.root_find(scaled, newton.solver, y0, args, max_steps=newton.max_steps, throw=False)
     bad = (sol.result != optx.RESULTS.successful) | ~jnp.all(jnp.isfinite(sol.value))
     y = eqx.error_if(
         sol.value,
@@ -146,10 +163,15 @@ def _solve_block(residual, y0, args, *, what: str, free, held: str, newton, scal
     )
 
 
-def _scales(X, x, M, rest=0.0):
-    """`scale` of `_solve_block` for the rows of `X x + rest` in all coordinates (`_checks`)."""
+def _scales(X, x, M, free, rest=0.0) -> _Scale:
+    """`scale` of `_solve_block` for the rows of `X x + rest` in all coordinates (`_checks`), with
+    the entries `free` solved for."""
     d = _checks.jacobi_scales(M)
-    return _checks.term_sizes(X, x, d) + jnp.abs(rest), jnp.linalg.norm(X / jnp.sqrt(d), axis=1), d
+    return _Scale(
+        _checks.term_sizes(X, x, d) + jnp.abs(rest),
+        jnp.linalg.norm(X / jnp.sqrt(d), axis=1),
+        1 / jnp.sqrt(d[free]),
+    )
 
 
 def _position_residual(y, args):
@@ -170,7 +192,6 @@ def _consistent(system, state, t, free_q, free_v, newton, held=("fixed_q", "fixe
     if free_q:
         # h(t, q) = 0 for the free coordinates (holonomic part of (3.6)), Newton from given values
         fq = jnp.array(free_q)
-        size, row_norm, d = _scales(_checks.position_jacobian(system, state, t), q, M)
         y = _solve_block(
             _position_residual,
             q[fq],
@@ -179,7 +200,7 @@ def _consistent(system, state, t, free_q, free_v, newton, held=("fixed_q", "fixe
             free=free_q,
             held=f"{held[0]} = {_complement(free_q, n)}",
             newton=newton,
-            scale=(size, row_norm, 1 / jnp.sqrt(d[fq])),
+            scale=_scales(_checks.position_jacobian(system, state, t), q, M, fq),
         )
         q = q.at[fq].set(y)
     if free_v:
@@ -187,7 +208,6 @@ def _consistent(system, state, t, free_q, free_v, newton, held=("fixed_q", "fixe
         fv = jnp.array(free_v)
         phi = lambda v_: system.constraint_residual(State(q, v_), t)
         A = jax.jacfwd(phi)(v)
-        size, row_norm, d = _scales(A, v, M, phi(v) - A @ v)
         y = _solve_block(
             _velocity_residual,
             v[fv],
@@ -196,7 +216,7 @@ def _consistent(system, state, t, free_q, free_v, newton, held=("fixed_q", "fixe
             free=free_v,
             held=f"{held[1]} = {_complement(free_v, n)}",
             newton=newton,
-            scale=(size, row_norm, 1 / jnp.sqrt(d[fv])),
+            scale=_scales(A, v, M, fv, phi(v) - A @ v),
         )
         v = v.at[fv].set(y)
     return State(q, v)
@@ -303,7 +323,26 @@ class Linearization(eqx.Module):
     rate: Float[Array, " N"]
 
 
-def _check_linearize_args(system, state, t, coordinates, speeds, fixed_q, fixed_v):
+class _Selection(eqx.Module):
+    """The checked index sets of `linearize`: $z = $ (`q[coordinates]`, `v[speeds]`), with
+    `fixed_q`, `fixed_v` held too and the other (free) entries solved for on $\\mathcal{C}$."""
+
+    n: int = eqx.field(static=True)
+    coordinates: tuple[int, ...] = eqx.field(static=True)
+    speeds: tuple[int, ...] = eqx.field(static=True)
+    fixed_q: tuple[int, ...] = eqx.field(static=True)
+    fixed_v: tuple[int, ...] = eqx.field(static=True)
+
+    @property
+    def free_q(self) -> tuple[int, ...]:
+        return _complement(self.coordinates + self.fixed_q, self.n)
+
+    @property
+    def free_v(self) -> tuple[int, ...]:
+        return _complement(self.speeds + self.fixed_v, self.n)
+
+
+def _check_linearize_args(system, state, t, coordinates, speeds, fixed_q, fixed_v) -> _Selection:
     n, m, k = _sizes(system, state, t)
     c = _indices("coordinates", coordinates, n)
     s = _indices("speeds", speeds, n)
@@ -314,7 +353,7 @@ def _check_linearize_args(system, state, t, coordinates, speeds, fixed_q, fixed_
     if not c and not s:
         raise ValueError("coordinates and speeds are both empty: there is nothing to linearize.")
     _check_counts(n, m, k, c + fq, s + fv, "coordinates + fixed_q", "speeds + fixed_v")
-    return n, c, s, fq, fv
+    return _Selection(n, c, s, fq, fv)
 
 
 def _newton_step(residual, y0, args, jac_args):
@@ -325,7 +364,7 @@ def _newton_step(residual, y0, args, jac_args):
     return y0 - jnp.linalg.solve(J, residual(y0, args))
 
 
-def _linearization(system, state, solver, t, c, s, free_q, free_v, newton):
+def _linearization(system, state, solver, t, sel: _Selection, newton: _Newton):
     """$A = \\partial f/\\partial z$ at the consistent state, its $f(z_0)$, and the state.
 
     The consistent state $x_0$ is found once (`consistent_state`); near it, $z \\mapsto$ state is
@@ -334,6 +373,7 @@ def _linearization(system, state, solver, t, c, s, free_q, free_v, newton):
     `jax.jacfwd` never differentiates through the Newton iterations, and $A$ is
     still exact, also as a function of the system's parameters (its derivatives in them are exact).
     """
+    c, s, free_q, free_v = sel.coordinates, sel.speeds, sel.free_q, sel.free_v
     p = len(c)
     ci, si = jnp.array(c, int), jnp.array(s, int)
     held = ("coordinates + fixed_q", "speeds + fixed_v")
@@ -363,8 +403,8 @@ def _linearization(system, state, solver, t, c, s, free_q, free_v, newton):
 
 
 @eqx.filter_jit
-def _linearize_jit(system, state, solver, t, c, s, free_q, free_v, newton):
-    A, rate, x = _linearization(system, state, solver, t, c, s, free_q, free_v, newton)
+def _linearize_jit(system, state, solver, t, sel, newton):
+    A, rate, x = _linearization(system, state, solver, t, sel, newton)
     return Linearization(A, jnp.linalg.eigvals(A), x, rate)
 
 
@@ -416,12 +456,10 @@ def linearize(
 
     **Returns:** a `Linearization` with `A`, `eigenvalues`, `state` and `rate`.
     """
-    n, c, s, fq, fv = _check_linearize_args(system, state, t, coordinates, speeds, fixed_q, fixed_v)
+    sel = _check_linearize_args(system, state, t, coordinates, speeds, fixed_q, fixed_v)
     newton = _newton(state.q.dtype, None, None, 32)
     t = jnp.asarray(t, state.q.dtype)  # an array, so that a new t does not recompile
-    return _linearize_jit(
-        system, state, solver, t, c, s, _complement(c + fq, n), _complement(s + fv, n), newton
-    )
+    return _linearize_jit(system, state, solver, t, sel, newton)
 
 
 # -- stability boundaries ---------------------------------------------------------------------
@@ -459,29 +497,31 @@ def hurwitz_determinant(c: Float[Array, " N1"]) -> Float[Array, ""]:
     return jnp.linalg.det(H)
 
 
-def _crossing_value(mu, family, fargs, kw):
+class _Boundary(eqx.Module):
+    """The options of `stability_boundary` that every evaluation of $g(\\mu)$ reads."""
+
+    sets: tuple  # (coordinates, speeds, fixed_q, fixed_v) as given, checked per system
+    solver: AbstractSolver
+    t: Float[Array, ""]
+    newton: _Newton
+    crossing: str = eqx.field(static=True)
+    zero_eigenvalues: int = eqx.field(static=True)
+
+
+def _crossing_value(mu, family, fargs, options: _Boundary):
     """The smooth crossing function $g(\\mu)$ and the size of the structural-zero coefficients."""
     system, state = family(mu, fargs)
-    n, c, s, fq, fv = _check_linearize_args(system, state, kw["t"], *kw["sets"])
-    A, _, _ = _linearization(
-        system,
-        state,
-        kw["solver"],
-        jnp.asarray(kw["t"], state.q.dtype),
-        c,
-        s,
-        _complement(c + fq, n),
-        _complement(s + fv, n),
-        kw["newton"],
-    )
+    sel = _check_linearize_args(system, state, options.t, *options.sets)
+    t = jnp.asarray(options.t, state.q.dtype)
+    A, _, _ = _linearization(system, state, options.solver, t, sel, options.newton)
     N = A.shape[0]
-    z = kw["zero_eigenvalues"]
+    z = options.zero_eigenvalues
     # scale-free coefficients: ĉ_j = c_j / ρ^(N-j), ρ = RMS entry of A (> 0), same roots in μ
     rho = jnp.sqrt(jnp.sum(A**2) / N)
     rho = jnp.where(rho > 0, rho, 1.0)  # A = 0 (e.g. at rest): every coefficient is zero anyway
     chat = characteristic_coefficients(A) / rho ** jnp.arange(N, -1, -1)
     deflated = chat[z:]  # p(λ) = λ^z p̃(λ): drop the z structural zero eigenvalues
-    if kw["crossing"] == "real":
+    if options.crossing == "real":
         g = deflated[0]  # p̃(0) = ∏(-λ_i) over the other eigenvalues
     else:
         g = hurwitz_determinant(deflated)
@@ -490,13 +530,13 @@ def _crossing_value(mu, family, fargs, kw):
 
 
 def _boundary_function(mu, args):
-    family, fargs, kw, ends = args
+    family, fargs, options, ends = args
     if ends is None:  # Newton
-        g, structural = _crossing_value(mu, family, fargs, kw)
+        g, structural = _crossing_value(mu, family, fargs, options)
         return g, (structural, -jnp.ones_like(g))
     # bisection: the bracket ends are evaluated in the same (vmapped) program as mu, so the
     # compiled program holds one copy of the linearization; g is oriented to be < 0 at the lower end
-    g, structural = jax.vmap(lambda m: _crossing_value(m, family, fargs, kw))(
+    g, structural = jax.vmap(lambda m: _crossing_value(m, family, fargs, options))(
         jnp.stack([mu, *ends])
     )
     return jnp.where(g[1] > 0, -g[0], g[0]), (structural[0], g[1] * g[2])
@@ -622,26 +662,26 @@ def _boundary_jit(
     tol = float(jnp.finfo(mu0.dtype).eps ** 0.75)
     rtol = tol if rtol is None else rtol
     atol = tol if atol is None else atol
-    kw = dict(
+    options = _Boundary(
         sets=sets,
         solver=solver,
         t=t,
+        newton=_newton(mu0.dtype, None, None, 32),
         crossing=crossing,
         zero_eigenvalues=zero_eigenvalues,
-        newton=_newton(mu0.dtype, None, None, 32),
     )
     if bracket is None:
-        finder, options, ends = optx.Newton(rtol=rtol, atol=atol), None, None
+        finder, bounds, ends = optx.Newton(rtol=rtol, atol=atol), None, None
     else:
         ends = (jnp.asarray(bracket[0], mu0.dtype), jnp.asarray(bracket[1], mu0.dtype))
         finder = optx.Bisection(rtol=rtol, atol=atol, flip=False)
-        options, mu0 = dict(lower=ends[0], upper=ends[1]), 0.5 * (ends[0] + ends[1])
+        bounds, mu0 = dict(lower=ends[0], upper=ends[1]), 0.5 * (ends[0] + ends[1])
     sol = optx.root_find(
         _boundary_function,
         finder,
         mu0,
-        (family, args, kw, ends),
-        options,
+        (family, args, options, ends),
+        bounds,
         has_aux=True,
         max_steps=max_steps,
         throw=False,

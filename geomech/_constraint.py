@@ -16,7 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._lie import is_point
+from ._custom_types import RealScalarLike
+from ._lie import Chart, is_point
 from ._linalg import null_space, rank_tolerance
 
 
@@ -59,8 +60,20 @@ def _as_rows(x, name):
     return jnp.atleast_1d(x)
 
 
-def _bound(obj, time_dependent: bool):
-    return dataclasses.replace(obj, time_dependent=time_dependent)
+class _AbstractTimeBound(eqx.Module):
+    """Holds user functions that take `t` first when `time_dependent` (a field of each concrete
+    class, set by the `LagrangianSystem` it is given to)."""
+
+    time_dependent: eqx.AbstractVar[bool]
+
+    def bind_time(self, time_dependent: bool) -> "_AbstractTimeBound":
+        """This object with its user functions read as `f(t, ...)` if `time_dependent`."""
+        return dataclasses.replace(self, time_dependent=time_dependent)
+
+
+# a point or velocity in coordinates: constraints see arrays only (on a Lie group, the chart
+# coordinates psi of `localized`, never a group element)
+Vector = Float[Array, " n"]
 
 
 def _check_callable(owner: str, name: str, fn, form: str, optional: bool = False):
@@ -81,15 +94,15 @@ class AbstractConstraint(eqx.Module):
     """
 
     @abc.abstractmethod
-    def residual(self, t, q, v) -> Float[Array, " k"]:
+    def residual(self, t: RealScalarLike, q: Vector, v: Vector) -> Float[Array, " k"]:
         """$\\phi(t, q, v)$, shape `(k,)`."""
 
     @abc.abstractmethod
-    def position_residual(self, t, q) -> Float[Array, " m"]:
+    def position_residual(self, t: RealScalarLike, q: Vector) -> Float[Array, " m"]:
         """$h(t, q)$ of the holonomic part, shape `(m,)` (`(0,)` when there is none)."""
 
     @abc.abstractmethod
-    def holonomic_rows(self, t, q) -> Float[Array, " k"]:
+    def holonomic_rows(self, t: RealScalarLike, q: Vector) -> Float[Array, " k"]:
         """$h$ on the rows of $\\phi$ that come from holonomic constraints ($\\phi = \\dot h$
         there), zero on the other rows; shape `(k,)`, aligned with `residual`."""
 
@@ -102,12 +115,14 @@ class AbstractConstraint(eqx.Module):
         """This constraint with its user functions read as `f(t, ...)` if `time_dependent`."""
 
     @abc.abstractmethod
-    def discrete_residual(self, t0, q0, dt, dq) -> Float[Array, " k"]:
+    def discrete_residual(
+        self, t0: RealScalarLike, q0: Vector, dt: RealScalarLike, dq: Vector
+    ) -> Float[Array, " k"]:
         """The discrete constraint $\\phi_d = 0$ imposed on a step $(t_0, q_0) \\to
         (t_0 + \\Delta t, q_0 + \\Delta q)$ of `gm.VariationalIntegrator`, shape `(k,)`, aligned
         with `residual`; `TypeError` for constraints that have none (nonlinear in $v$)."""
 
-    def localized(self, chart) -> "AbstractConstraint":
+    def localized(self, chart: Chart) -> "AbstractConstraint":
         """This constraint in the chart `chart` centred at a point of a Lie group (`_lie.Chart`),
         a constraint on $(\\psi, \\dot\\psi)$ (DESIGN §5)."""
         raise TypeError(f"{type(self).__name__} has no form on a Lie group (no `localized`).")
@@ -121,12 +136,16 @@ class AbstractConstraint(eqx.Module):
         return StackedConstraint((self, other))
 
 
+class _AbstractUserConstraint(_AbstractTimeBound, AbstractConstraint):
+    """A constraint given by user functions (`bind_time` from `_AbstractTimeBound`)."""
+
+
 def _no_holonomic_rows(constraint: AbstractConstraint, t, q) -> Float[Array, " k"]:
     k = jax.eval_shape(constraint.residual, t, q, q).shape[0]
     return jnp.zeros((k,), jnp.result_type(q))
 
 
-class Constraint(AbstractConstraint):
+class Constraint(_AbstractUserConstraint):
     """General constraints $\\phi(q, v) = 0$, possibly nonlinear in the velocities (3.6).
 
     **Arguments:**
@@ -142,25 +161,24 @@ class Constraint(AbstractConstraint):
     def __check_init__(self):
         _check_callable("Constraint", "phi", self.phi, "phi(q, v) -> (k,)")
 
-    def residual(self, t, q, v):
+    def residual(self, t: RealScalarLike, q: Vector, v: Vector) -> Float[Array, " k"]:
         return _as_rows(call(self.phi, t, q, v, time_dependent=self.time_dependent), "phi")
 
-    def position_residual(self, t, q):
+    def position_residual(self, t: RealScalarLike, q: Vector) -> Float[Array, " m"]:
         return jnp.zeros((0,), jnp.result_type(q))
 
-    def holonomic_rows(self, t, q):
+    def holonomic_rows(self, t: RealScalarLike, q: Vector) -> Float[Array, " k"]:
         return _no_holonomic_rows(self, t, q)
 
     def affine_in_v(self) -> bool:
         return False
 
-    def bind_time(self, time_dependent):
-        return _bound(self, time_dependent)
-
-    def localized(self, chart):
+    def localized(self, chart: Chart) -> AbstractConstraint:
         return Constraint(chart(self.phi, "qv", self.time_dependent), time_dependent=True)
 
-    def discrete_residual(self, t0, q0, dt, dq):
+    def discrete_residual(
+        self, t0: RealScalarLike, q0: Vector, dt: RealScalarLike, dq: Vector
+    ) -> Float[Array, " k"]:
         raise TypeError(
             "gm.Constraint may be nonlinear in the velocities, and the variational integrator has "
             "no discretization for constraints nonlinear in v (the discrete Lagrange-d'Alembert "
@@ -169,7 +187,7 @@ class Constraint(AbstractConstraint):
         )
 
 
-class HolonomicConstraint(AbstractConstraint):
+class HolonomicConstraint(_AbstractUserConstraint):
     """Holonomic constraints $h(q) = 0$, imposed as $\\phi = Dh(q)\\,v + \\partial_t h = 0$.
 
     **Arguments:**
@@ -185,33 +203,32 @@ class HolonomicConstraint(AbstractConstraint):
     def __check_init__(self):
         _check_callable("HolonomicConstraint", "h", self.h, "h(q) -> (k,)")
 
-    def position_residual(self, t, q):
+    def position_residual(self, t: RealScalarLike, q: Vector) -> Float[Array, " m"]:
         return _as_rows(call(self.h, t, q, time_dependent=self.time_dependent), "h")
 
-    def residual(self, t, q, v):
+    def residual(self, t: RealScalarLike, q: Vector, v: Vector) -> Float[Array, " k"]:
         # d/dt h(t, q(t)) = ∂h/∂q v + ∂h/∂t  (thesis §3.1, holonomic case of (3.6))
         t = jnp.asarray(t, jnp.result_type(q))
         return jax.jvp(self.position_residual, (t, q), (jnp.ones_like(t), v))[1]
 
-    def holonomic_rows(self, t, q):
+    def holonomic_rows(self, t: RealScalarLike, q: Vector) -> Float[Array, " k"]:
         return self.position_residual(t, q)
 
     def affine_in_v(self) -> bool:
         return True
 
-    def bind_time(self, time_dependent):
-        return _bound(self, time_dependent)
-
-    def localized(self, chart):
+    def localized(self, chart: Chart) -> AbstractConstraint:
         # h(q ⊕ ψ), differentiated along ψ̇ = v at ψ = 0 (DESIGN §5)
         return HolonomicConstraint(chart(self.h, "q", self.time_dependent), time_dependent=True)
 
-    def discrete_residual(self, t0, q0, dt, dq):
+    def discrete_residual(
+        self, t0: RealScalarLike, q0: Vector, dt: RealScalarLike, dq: Vector
+    ) -> Float[Array, " k"]:
         # h(q_{k+1}) = 0 at the end of the step ([MW] §3.5; RATTLE)
         return self.position_residual(t0 + dt, q0 + dq)
 
 
-class LinearConstraint(AbstractConstraint):
+class LinearConstraint(_AbstractUserConstraint):
     """Constraints linear (affine) in the velocities: $A(q)\\,v + c(q) = 0$.
 
     **Arguments:**
@@ -230,7 +247,7 @@ class LinearConstraint(AbstractConstraint):
         _check_callable("LinearConstraint", "A_of_q", self.A_of_q, "A_of_q(q) -> (k, n)")
         _check_callable("LinearConstraint", "c_of_q", self.c_of_q, "c_of_q(q) -> (k,)", True)
 
-    def residual(self, t, q, v):
+    def residual(self, t: RealScalarLike, q: Vector, v: Vector) -> Float[Array, " k"]:
         A = jnp.asarray(call(self.A_of_q, t, q, time_dependent=self.time_dependent))
         if A.ndim == 1:
             A = A[None, :]
@@ -241,24 +258,23 @@ class LinearConstraint(AbstractConstraint):
             r = r + _as_rows(call(self.c_of_q, t, q, time_dependent=self.time_dependent), "c_of_q")
         return r
 
-    def position_residual(self, t, q):
+    def position_residual(self, t: RealScalarLike, q: Vector) -> Float[Array, " m"]:
         return jnp.zeros((0,), jnp.result_type(q))
 
-    def holonomic_rows(self, t, q):
+    def holonomic_rows(self, t: RealScalarLike, q: Vector) -> Float[Array, " k"]:
         return _no_holonomic_rows(self, t, q)
 
     def affine_in_v(self) -> bool:
         return True
 
-    def bind_time(self, time_dependent):
-        return _bound(self, time_dependent)
-
-    def localized(self, chart):
+    def localized(self, chart: Chart) -> AbstractConstraint:
         td = self.time_dependent
         c = None if self.c_of_q is None else chart(self.c_of_q, "q", td)
         return LinearConstraint(chart(self.A_of_q, "rows", td), c, time_dependent=True)
 
-    def discrete_residual(self, t0, q0, dt, dq):
+    def discrete_residual(
+        self, t0: RealScalarLike, q0: Vector, dt: RealScalarLike, dq: Vector
+    ) -> Float[Array, " k"]:
         # ω_d(q_k, q_{k+1}) = A(q_{k+1/2}) (q_{k+1} - q_k)/h + c(q_{k+1/2}) at the midpoint
         # (discrete constraint of [MP], with the DLA of [CM])
         return self.residual(t0 + dt / 2, q0 + dq / 2, dq / dt)
@@ -273,13 +289,13 @@ class StackedConstraint(AbstractConstraint):
         if not self.constraints or not all(isinstance(c, AbstractConstraint) for c in self.constraints):
             raise TypeError("Constraint.stack takes a non-empty sequence of constraints.")
 
-    def residual(self, t, q, v):
+    def residual(self, t: RealScalarLike, q: Vector, v: Vector) -> Float[Array, " k"]:
         return jnp.concatenate([c.residual(t, q, v) for c in self.constraints])
 
-    def position_residual(self, t, q):
+    def position_residual(self, t: RealScalarLike, q: Vector) -> Float[Array, " m"]:
         return jnp.concatenate([c.position_residual(t, q) for c in self.constraints])
 
-    def holonomic_rows(self, t, q):
+    def holonomic_rows(self, t: RealScalarLike, q: Vector) -> Float[Array, " k"]:
         return jnp.concatenate([c.holonomic_rows(t, q) for c in self.constraints])
 
     def affine_in_v(self) -> bool:
@@ -288,10 +304,12 @@ class StackedConstraint(AbstractConstraint):
     def bind_time(self, time_dependent):
         return StackedConstraint(tuple(c.bind_time(time_dependent) for c in self.constraints))
 
-    def localized(self, chart):
+    def localized(self, chart: Chart) -> AbstractConstraint:
         return StackedConstraint(tuple(c.localized(chart) for c in self.constraints))
 
-    def discrete_residual(self, t0, q0, dt, dq):
+    def discrete_residual(
+        self, t0: RealScalarLike, q0: Vector, dt: RealScalarLike, dq: Vector
+    ) -> Float[Array, " k"]:
         return jnp.concatenate([c.discrete_residual(t0, q0, dt, dq) for c in self.constraints])
 
 
@@ -328,7 +346,7 @@ def _check_constant_subspace(name: str, x) -> None:
         )
 
 
-class Subspace(eqx.Module):
+class Subspace(_AbstractTimeBound):
     """A subspace $\\mathcal{W}_{(q,v)} \\subset T_qQ$ on which the constraint force does no work.
 
     Give exactly one of:
@@ -349,10 +367,6 @@ class Subspace(eqx.Module):
             raise ValueError("Subspace needs exactly one of basis=... or annihilator=....")
         for name in ("basis", "annihilator"):
             _check_constant_subspace(name, getattr(self, name))
-
-    def bind_time(self, time_dependent: bool) -> "Subspace":
-        """This subspace with its functions read as `f(t, q, v)` if `time_dependent`."""
-        return _bound(self, time_dependent)
 
     def localized(self, chart) -> "Subspace":
         """This subspace in the chart centred at a point of a Lie group (`_lie.Chart`)."""

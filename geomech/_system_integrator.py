@@ -9,6 +9,8 @@ import abc
 import diffrax
 import equinox as eqx
 
+from ._custom_types import RealScalarLike
+from ._stabilization import AbstractStabilization
 from ._system import LagrangianSystem
 
 
@@ -25,9 +27,9 @@ class AbstractSystemIntegrator(eqx.Module):
         self,
         system: LagrangianSystem,
         *,
-        dt0,
+        dt0: RealScalarLike | None,
         stepsize_controller: diffrax.AbstractStepSizeController | None,
-        stabilization,
+        stabilization: AbstractStabilization | str | None,
     ) -> diffrax.AbstractSolver:
         """Check the system and the options of `simulate` (raising `ValueError`/`TypeError` before
         tracing) and return the diffrax solver that integrates `system` (state `gm.State(q, v)`).

@@ -112,6 +112,16 @@ def test_model_well_posed(name):
         assert np.all(err <= 1e-10), (solver_name, err)
 
 
+@pytest.mark.parametrize("N", [1, 4])
+def test_coordinates_follow_the_instance(N):
+    """`coordinates` and `units` are instance attributes (`eqx.AbstractVar`): a chain of N links
+    names its 2N coordinates, whatever the default instance has."""
+    model = gmm.PlanarChain(N)
+    n = model.initial_state().q.shape[0]
+    assert n == 2 * N and len(model.coordinates) == len(model.units) == n
+    assert model.coordinates[-2:] == (f"x{N}", f"y{N}")
+
+
 def test_parameters_are_differentiable():
     """Fields are parameters: d a / d l of the sleigh against central differences; chain lengths."""
     s0 = gmm.ChaplyginSleigh().initial_state(u0=0.3, omega0=1.2, theta0=0.2)

@@ -13,22 +13,24 @@ class AbstractModel(eqx.Module):
     """A ready-made system whose fields are its parameters.
 
     `model.system()` (or `model()`) is the `LagrangianSystem`, `model.initial_state()` a state on
-    $\\mathcal{C}$ at `model.t0`. Class variables describe the model for the command line and plots:
+    $\\mathcal{C}$ at `model.t0`. These attributes describe the model for the command line and plots
+    (class variables, except where a property derives them from the instance):
 
     - `description`: one line.
     - `coordinates`: the names of the $n$ coordinates $q^i$.
     - `units`: the unit of each coordinate, for the axes of plots and `geomech list` (SI for the
         default parameters, e.g. `"m"`, `"rad"`; `"1"` for a dimensionless coordinate; never
-        empty); `time_unit` likewise for $t$. A class variable, or a property where it depends
-        on the instance (e.g. the number of links of a chain).
+        empty); `time_unit` likewise for $t$. `coordinates` and `units` are instance attributes
+        (`eqx.AbstractVar`): a class variable, or a property where they depend on the instance
+        (the number of links of `PlanarChain`).
     - `path_coordinates`: the indices `(i, j)` of the coordinate pair drawn as the path in
         configuration space (e.g. the contact point $(x, y)$ of a rolling disk), or `None`.
     - `time_span`: the default interval `(t0, t1)` of a simulation.
     """
 
     description: eqx.AbstractClassVar[str]
-    coordinates: eqx.AbstractClassVar[tuple[str, ...]]
-    units: eqx.AbstractClassVar[tuple[str, ...]]
+    coordinates: eqx.AbstractVar[tuple[str, ...]]
+    units: eqx.AbstractVar[tuple[str, ...]]
     time_unit: eqx.AbstractClassVar[str]
     path_coordinates: eqx.AbstractClassVar[tuple[int, int] | None]
     time_span: eqx.AbstractClassVar[tuple[float, float]]
