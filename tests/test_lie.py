@@ -342,8 +342,6 @@ def test_what_does_not_run_on_groups_yet_says_so():
     state = gm.State(jaxlie.SO3.identity(), jnp.array([1.0, 0.0, 0.5]))
     not_yet = "not available on Lie groups yet"
     with pytest.raises(ValueError, match=not_yet):
-        gm.project_to_constraints(system, state)
-    with pytest.raises(ValueError, match=not_yet):
         gm.simulate_vakonomic(system, state, None, 0.0, 1.0)
     with pytest.raises(ValueError, match="explicit diffrax Runge"):
         gm.simulate(system, state, 0.0, 1.0, integrator=diffrax.Kvaerno5())
@@ -466,3 +464,29 @@ def test_linearize_heavy_top_at_rest(mgl):
     expected = np.sort_complex(np.concatenate([lam, -lam, [0.0, 0.0]]))
     np.testing.assert_allclose(np.sort_complex(np.asarray(lin.eigenvalues)), expected, atol=1e-7)
     np.testing.assert_allclose(lin.rate, 0.0, atol=1e-14)
+
+
+def test_project_to_constraints_on_a_group():
+    """The pivoted top moved off its pivot: the projection lands on x = ℓ R e₃, ẋ = ℓ R (ω × e₃)
+    (written out), its velocity correction M-orthogonal to C: M Δv = Aᵀλ with
+    A = [ℓ R ê₃, 1] (φ = ẋ + ℓ R (e₃ × ω)); a batch projects as its members do."""
+    I, ell = random_inertia(np.random.default_rng(9)), 0.4
+    top = pivoted_top(I, 1.5, 9.81, ell)
+    R = jaxlie.SO3.exp(jnp.array([0.3, -0.7, 1.1]))
+    state = gm.State(
+        (R, ell * R.apply(E3) + jnp.array([0.03, -0.02, 0.01])),
+        jnp.array([0.2, -0.4, 0.9, 0.1, 0.3, -0.2]),
+    )
+    p = gm.project_to_constraints(top, state)
+    Rp, xp = p.q
+    np.testing.assert_allclose(jnp.linalg.norm(Rp.wxyz), 1.0, atol=1e-14)
+    np.testing.assert_allclose(xp, ell * Rp.apply(E3), atol=1e-12)
+    np.testing.assert_allclose(p.v[3:], ell * Rp.apply(jnp.cross(p.v[:3], E3)), atol=1e-12)
+    M = jax.scipy.linalg.block_diag(I, 1.5 * jnp.eye(3))
+    lam = (M @ (p.v - state.v))[3:]
+    np.testing.assert_allclose((M @ (p.v - state.v))[:3], (ell * Rp.as_matrix() @ hat(E3)).T @ lam, atol=1e-12)
+    assert gm.validate(top, p).ok
+    batch = jax.tree_util.tree_map(lambda a, b: jnp.stack([a, b]), state, p)
+    out = gm.project_to_constraints(top, batch)
+    np.testing.assert_allclose(out.v[0], p.v, atol=1e-12)
+    np.testing.assert_allclose(out.q[1][1], xp, atol=1e-12)
