@@ -269,6 +269,10 @@ def consistent_state(
     by the implicit function theorem (`optimistix.ImplicitAdjoint`); its derivative with respect
     to the starting values of the free entries is zero. Works under `jit` and `vmap`.
 
+    On a Lie group the coordinates are those of the chart centred at `state.q` (DESIGN §5):
+    `fixed_q` indexes tangent directions held at $\\psi_i = 0$, the result is
+    $q \\oplus \\psi$ (docs/lie_groups.md).
+
     **Arguments:**
 
     - `system`: a `LagrangianSystem`.
@@ -418,6 +422,10 @@ def linearize(
     disk). `fixed_v` are speeds held at their values, e.g. a prescribed forward speed or spin whose
     rate of change vanishes to first order. Wrong counts, overlapping or repeated indices raise a
     `ValueError` before tracing; a singular choice raises an error stating the rank found.
+
+    On a Lie group $z = (\\delta_c, v_s)$: the tangent directions of the chart centred at the
+    state's $q$, perturbed point $q \\oplus \\delta$, rate $\\dot\\psi = \\mathrm{dexp}^{-1}_{-\\delta} v$
+    (docs/lie_groups.md says when its eigenvalues decide stability).
 
     For a pendulum in Cartesian $(x, y)$ with $h = x^2 + y^2 - l^2$ ($n = 2$, $m = k = 1$):
     `coordinates=(1,), speeds=(1,)` linearizes in $(y, \\dot y)$ with $x, \\dot x$ dependent.
