@@ -71,9 +71,8 @@ def _complement(held: tuple[int, ...], n: int) -> tuple[int, ...]:
 def _sizes(system: LagrangianSystem, state: State, t) -> tuple[int, int, int]:
     """$(n, m, k)$: coordinates, holonomic constraints $h$, kinematic constraints $\\phi$ (after
     the shape checks)."""
-    system.require_coordinates("gm.linearize / gm.consistent_state")
     k = system.check_shapes(state, t)
-    n = state.q.shape[0]
+    n = state.v.shape[0]  # on a Lie group: the tangent directions of the chart centred at q
     m = jax.eval_shape(lambda s: system.position_residual(s, t), state).shape[0]
     return n, m, k
 
@@ -184,25 +183,41 @@ def _velocity_residual(y, args):
     return system.constraint_residual(State(state.q, state.v.at[free].set(y)), t)
 
 
+def _point(system, q, psi):
+    """The point $q \\oplus \\psi$ of the chart centred at `q` on a Lie group; `psi` itself
+    (the coordinates) on ℝⁿ and S¹."""
+    return system.manifold.oplus(q, psi) if system.on_group else psi
+
+
+def _rate(system, psi, v):
+    """$\\dot\\psi$ in the chart centred at the point for the velocity `v` at $q \\oplus \\psi$
+    (DESIGN §5); `v` itself on ℝⁿ and S¹."""
+    return system.manifold.dexp_inverse(psi, v) if system.on_group else v
+
+
 def _consistent(system, state, t, free_q, free_v, newton, held=("fixed_q", "fixed_v")) -> State:
-    """The traced part of `consistent_state` (sizes already checked); `held` names the held sets."""
+    """The traced part of `consistent_state` (sizes already checked); `held` names the held sets.
+    On a Lie group the coordinates are those of the chart centred at `state.q`, $\\psi = 0$
+    there (DESIGN §5): held entries are tangent directions kept at $\\psi_i = 0$."""
     q, v = state.q, state.v
-    n = q.shape[0]
+    n = v.shape[0]
     M = system.mass_matrix(state, t)
     if free_q:
         # h(t, q) = 0 for the free coordinates (holonomic part of (3.6)), Newton from given values
         fq = jnp.array(free_q)
+        local, at = system.localized(state)  # (system, state) itself on ℝⁿ and S¹
+        H = _checks.position_jacobian(local, at, t)
         y = _solve_block(
             _position_residual,
-            q[fq],
-            (system, state, t, fq),
+            at.q[fq],
+            (local, at, t, fq),
             what="holonomic constraints h",
             free=free_q,
             held=f"{held[0]} = {_complement(free_q, n)}",
             newton=newton,
-            scale=_scales(_checks.position_jacobian(system, state, t), q, M, fq),
+            scale=_scales(H, _checks.point_scale(system, state), M, fq),
         )
-        q = q.at[fq].set(y)
+        q = _point(system, q, at.q.at[fq].set(y))
     if free_v:
         # φ(t, q, v) = 0 (3.6) for the free speeds; holonomic rows are Dh v + ∂_t h
         fv = jnp.array(free_v)
@@ -274,6 +289,10 @@ def consistent_state(
     by the implicit function theorem (`optimistix.ImplicitAdjoint`); its derivative with respect
     to the starting values of the free entries is zero. Works under `jit` and `vmap`.
 
+    On a Lie group the coordinates are those of the chart centred at `state.q` (DESIGN §5):
+    `fixed_q` indexes tangent directions held at $\\psi_i = 0$, the result is
+    $q \\oplus \\psi$ (docs/lie_groups.md).
+
     **Arguments:**
 
     - `system`: a `LagrangianSystem`.
@@ -290,8 +309,8 @@ def consistent_state(
     fq = _indices("fixed_q", fixed_q, n)
     fv = _indices("fixed_v", fixed_v, n)
     _check_counts(n, m, k, fq, fv, "fixed_q", "fixed_v")
-    newton = _newton(state.q.dtype, rtol, atol, max_steps)
-    t = jnp.asarray(t, state.q.dtype)  # an array, so that a new t does not recompile
+    newton = _newton(state.v.dtype, rtol, atol, max_steps)
+    t = jnp.asarray(t, state.v.dtype)  # an array, so that a new t does not recompile
     return _consistent_jit(system, state, t, _complement(fq, n), _complement(fv, n), newton)
 
 
@@ -379,14 +398,16 @@ def _linearization(system, state, solver, t, sel: _Selection, newton: _Newton):
     held = ("coordinates + fixed_q", "speeds + fixed_v")
     x0 = _consistent(system, state, t, free_q, free_v, newton, held)
     fq, fv = jnp.array(free_q, int), jnp.array(free_v, int)
+    local, at = system.localized(x0)  # on a Lie group: ψ = 0 in the chart centred at x0.q
 
     def rhs(z):
-        q = x0.q.at[ci].set(z[:p])
+        psi = at.q.at[ci].set(z[:p])
         if free_q:  # the free coordinates from h = 0, to first order at z0
             y = _newton_step(
-                _position_residual, x0.q[fq], (system, State(q, x0.v), t, fq), (system, x0, t, fq)
+                _position_residual, at.q[fq], (local, State(psi, at.v), t, fq), (local, at, t, fq)
             )
-            q = q.at[fq].set(y)
+            psi = psi.at[fq].set(y)
+        q = _point(system, x0.q, psi)
         v = x0.v.at[si].set(z[p:])
         if free_v:  # the free speeds from φ = 0 (3.6), to first order at z0
             y = _newton_step(
@@ -394,10 +415,10 @@ def _linearization(system, state, solver, t, sel: _Selection, newton: _Newton):
             )
             v = v.at[fv].set(y)
         a = acceleration(system, State(q, v), solver, t)  # X_R = (v, a_R), Prop. 2 / Cor. 2
-        f = jnp.concatenate([v[ci], a[si]])
+        f = jnp.concatenate([_rate(system, psi, v)[ci], a[si]])
         return f, f
 
-    z0 = jnp.concatenate([x0.q[ci], x0.v[si]])
+    z0 = jnp.concatenate([at.q[ci], x0.v[si]])
     A, rate = jax.jacfwd(rhs, has_aux=True)(z0)
     return A, rate, x0
 
@@ -442,6 +463,10 @@ def linearize(
     rate of change vanishes to first order. Wrong counts, overlapping or repeated indices raise a
     `ValueError` before tracing; a singular choice raises an error stating the rank found.
 
+    On a Lie group $z = (\\delta_c, v_s)$: the tangent directions of the chart centred at the
+    state's $q$, perturbed point $q \\oplus \\delta$, rate $\\dot\\psi = \\mathrm{dexp}^{-1}_{-\\delta} v$
+    (docs/lie_groups.md says when its eigenvalues decide stability).
+
     For a pendulum in Cartesian $(x, y)$ with $h = x^2 + y^2 - l^2$ ($n = 2$, $m = k = 1$):
     `coordinates=(1,), speeds=(1,)` linearizes in $(y, \\dot y)$ with $x, \\dot x$ dependent.
 
@@ -457,8 +482,8 @@ def linearize(
     **Returns:** a `Linearization` with `A`, `eigenvalues`, `state` and `rate`.
     """
     sel = _check_linearize_args(system, state, t, coordinates, speeds, fixed_q, fixed_v)
-    newton = _newton(state.q.dtype, None, None, 32)
-    t = jnp.asarray(t, state.q.dtype)  # an array, so that a new t does not recompile
+    newton = _newton(state.v.dtype, None, None, 32)
+    t = jnp.asarray(t, state.v.dtype)  # an array, so that a new t does not recompile
     return _linearize_jit(system, state, solver, t, sel, newton)
 
 

@@ -10,7 +10,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
 
 from . import _linalg as la
 from ._bundle import State
@@ -134,19 +133,31 @@ def as_stabilization(stabilization) -> AbstractStabilization:
 
 
 def min_norm_newton(
-    residual: Callable[[Array], Array], x: Float[Array, " n"], solve_M: Callable, iterations: int
-) -> Float[Array, " n"]:
+    residual: Callable, x, solve_M: Callable, iterations: int, manifold=None,
+):
     """Gauss–Newton on `residual(x) = 0` with the minimal $M$-norm update
     $x \\leftarrow x - M^{-1}J^\\top(JM^{-1}J^\\top)^{-1} r(x)$, $J = \\partial r/\\partial x$.
 
+    On a Lie group (`manifold` given) each step is taken in the chart centred at the current
+    point (DESIGN §5): $J = \\partial r(x \\oplus \\psi)/\\partial\\psi$ at $\\psi = 0$ and
+    $x \\leftarrow x \\oplus (-M^{-1}J^\\top(JM^{-1}J^\\top)^{-1} r(x))$.
+
     A fixed number of iterations (a `fori_loop` with static bounds), so it is reverse
     differentiable and vmaps without synchronising trajectories. `solve_M(X)` returns $M^{-1}X$.
+    `x` is an array `(n,)`, or on a Lie group a point of it (a pytree).
     """
 
     def body(_, x):
-        J, r = jax.jacfwd(lambda x_: (residual(x_), residual(x_)), has_aux=True)(x)
+        if manifold is None:
+            J, r = jax.jacfwd(lambda x_: (residual(x_), residual(x_)), has_aux=True)(x)
+        else:
+            local = lambda psi: residual(manifold.oplus(x, psi))
+            J, r = jax.jacfwd(lambda psi: (local(psi), local(psi)), has_aux=True)(
+                jnp.zeros(manifold.dim, jax.tree_util.tree_leaves(x)[0].dtype)
+            )
         MinvJT = solve_M(J.T)
-        return x - MinvJT @ jnp.linalg.solve(J @ MinvJT, r)
+        step = MinvJT @ jnp.linalg.solve(J @ MinvJT, r)
+        return x - step if manifold is None else manifold.oplus(x, -step)
 
     return jax.lax.fori_loop(0, iterations, body, x)
 
@@ -163,7 +174,8 @@ def project_state(system: LagrangianSystem, state: State, t, iterations: int) ->
     q, v = state.q, state.v
     if system.position_residual(state, t).shape[0] > 0:
         h = lambda q_: system.position_residual(State(q_, v), t)
-        q = min_norm_newton(h, q, solver_M(state), iterations)
+        manifold = system.manifold if system.on_group else None  # the chart centred at q
+        q = min_norm_newton(h, q, solver_M(state), iterations, manifold)
     phi = lambda v_: system.constraint_residual(State(q, v_), t)
     # one Newton step is exact for constraints affine in v
     v_iterations = 1 if system.constraint.affine_in_v() else iterations
@@ -202,11 +214,10 @@ def project_to_constraints(
 
     **Returns:** the projected `State`, the shape of `state`.
     """
-    system.require_coordinates("gm.project_to_constraints")
     batched = system.check_state(state, t)
     _check_iterations(iterations)
     return _project_to_constraints(
-        system, state, jnp.asarray(t, state.q.dtype), iterations, tol, batched
+        system, state, jnp.asarray(t, state.v.dtype), iterations, tol, batched
     )
 
 

@@ -9,6 +9,7 @@ problem that follows from an earlier one (a non-finite $M$ because $L$ is non-fi
 import dataclasses
 
 import equinox as eqx
+import jax
 import numpy as np
 
 from . import _checks
@@ -80,13 +81,18 @@ class ValidationReport:
 def _measure(system: LagrangianSystem, state: State, t) -> tuple:
     """What each condition of `validate` measures at the state, computed once (unchecked
     stages): `(name, measure)` pairs in the order of the table."""
-    at = At(assemble(system, state, t, checks=False))
+    # on a Lie group the stages are in the chart centred at q: the original point and the size
+    # of its coordinates travel with them (as in `simulate`'s preconditions)
+    stages = assemble(system, state, t, checks=False)
+    at = At(stages, point=state, scale=_checks.point_scale(system, state))
     return tuple((c.name, c.measure(at)) for c in _checks.CONDITIONS if c.used_by("validate", at))
 
 
 def _nonfinite(x) -> str | None:
     """`None` if every entry of `x` is finite, else a short description of where it is not."""
-    x = np.asarray(x)
+    # a group element (or a tuple of them): its parameters, e.g. the quaternion, flattened
+    leaves = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(x)]
+    x = leaves[0] if len(leaves) == 1 else np.concatenate([leaf.ravel() for leaf in leaves])
     bad = ~np.isfinite(x)
     if not bad.any():
         return None
@@ -147,7 +153,6 @@ def validate(system: LagrangianSystem, state: State, t=0.0) -> ValidationReport:
         problems.append(Problem("shape", f"t must be a scalar, got shape {np.shape(t)}."))
         return report()
     try:
-        system.require_coordinates("gm.validate")
         system.check_shapes(state, t)
     except (TypeError, ValueError) as e:
         problems.append(Problem("shape", str(e).strip().splitlines()[0]))

@@ -342,15 +342,7 @@ def test_what_does_not_run_on_groups_yet_says_so():
     state = gm.State(jaxlie.SO3.identity(), jnp.array([1.0, 0.0, 0.5]))
     not_yet = "not available on Lie groups yet"
     with pytest.raises(ValueError, match=not_yet):
-        gm.consistent_state(system, state)
-    with pytest.raises(ValueError, match=not_yet):
-        gm.linearize(system, state, coordinates=(0,), speeds=(0,))
-    with pytest.raises(ValueError, match=not_yet):
-        gm.project_to_constraints(system, state)
-    with pytest.raises(ValueError, match=not_yet):
         gm.simulate_vakonomic(system, state, None, 0.0, 1.0)
-    report = gm.validate(system, state)
-    assert not report.ok and not_yet in report.problems[0].message
     with pytest.raises(ValueError, match="explicit diffrax Runge"):
         gm.simulate(system, state, 0.0, 1.0, integrator=diffrax.Kvaerno5())
     with pytest.raises(ValueError, match="stabilization is not available"):
@@ -374,3 +366,127 @@ def test_reverse_mode_gradient_through_simulate_on_so3():
     h = 1e-5
     central = (loss(3.5 + h) - loss(3.5 - h)) / (2 * h)
     np.testing.assert_allclose(jax.grad(loss)(3.5), central, rtol=1e-7)
+
+
+def pivoted_top(I, m, g, ell):
+    """A body on SO(3) × ℝ³ (centre of mass x) held at its pivot by h(R, x) = x − ℓ R e₃ = 0,
+    with inertia `I` about the centre of mass."""
+
+    def L(q, v):
+        w, xdot = v[:3], v[3:]
+        return 0.5 * w @ I @ w + 0.5 * m * xdot @ xdot - m * g * q[1][2]
+
+    return gm.LagrangianSystem(
+        L, constraint=gm.HolonomicConstraint(lambda q: q[1] - ell * q[0].apply(E3)),
+        manifold=gm.Product(gm.SO3(), gm.Euclidean(3)),
+    )
+
+
+def test_validate_on_groups():
+    """A Suslov state on ω₂ = 0 validates clean; off it, and with a NaN quaternion, the right
+    problems; the pivoted top off its pivot (the holonomic residual measured against the size
+    of the chart's coordinates)."""
+    I = random_inertia(np.random.default_rng(7))
+    suslov = gm.LagrangianSystem(
+        rigid_body(I), constraint=gm.LinearConstraint(lambda R: jnp.array([[0.0, 1.0, 0.0]])),
+        manifold=gm.SO3(),
+    )
+    R = jaxlie.SO3.exp(jnp.array([0.3, -0.7, 1.1]))
+    assert gm.validate(suslov, gm.State(R, jnp.array([1.0, 0.0, 0.5]))).ok
+    off = gm.validate(suslov, gm.State(R, jnp.array([1.0, 1e-3, 0.5])))
+    assert off.codes() == ("off_constraint",)
+    # |φ| / (|A D^-½| |D^½ v| + 0) written out (D = diag I)
+    d = jnp.diagonal(I)
+    v = jnp.array([1.0, 1e-3, 0.5])
+    size = jnp.linalg.norm(jnp.sqrt(d) * v) / jnp.sqrt(d[1])
+    np.testing.assert_allclose(off.problems[0].value, 1e-3 / size, rtol=1e-12)
+    nan = gm.validate(suslov, gm.State(jaxlie.SO3(jnp.array([jnp.nan, 0.0, 0.0, 1.0])), v.at[1].set(0.0)))
+    assert nan.codes() == ("nonfinite",) and "q is not finite" in nan.problems[0].message
+    top = pivoted_top(I, 1.5, 9.81, 0.4)
+    w = jnp.array([0.2, -0.4, 0.9])
+    xdot = 0.4 * R.apply(jnp.cross(w, E3))
+    good = gm.State((R, 0.4 * R.apply(E3)), jnp.concatenate([w, xdot]))
+    assert gm.validate(top, good).ok
+    moved = gm.State((R, 0.4 * R.apply(E3) + jnp.array([0.0, 0.0, 1e-3])), good.v)
+    assert gm.validate(top, moved).codes() == ("off_constraint",)
+
+
+def test_consistent_state_on_a_group():
+    """The pivoted top: held tangent directions of the chart centred at R (rotation about the
+    body's third axis, ψ₂ = 0) and held x₀, x₁, ẋ-free; the result is on the pivot by the
+    formula x = ℓ R e₃, ẋ = ℓ R (ω × e₃) written out."""
+    I, ell = random_inertia(np.random.default_rng(8)), 0.4
+    top = pivoted_top(I, 1.5, 9.81, ell)
+    R = jaxlie.SO3.exp(jnp.array([0.3, -0.7, 1.1]))
+    x = ell * R.apply(E3) + jnp.array([0.02, -0.03, 0.01])
+    state = gm.State((R, x), jnp.array([0.2, -0.4, 0.9, 0.0, 0.0, 0.0]))
+    c = gm.consistent_state(top, state, fixed_q=(2, 3, 4), fixed_v=(0, 1, 2))
+    Rc, xc = c.q
+    np.testing.assert_allclose(xc, ell * Rc.apply(E3), atol=1e-13)
+    np.testing.assert_array_equal(xc[:2], x[:2])
+    psi = (R.inverse() @ Rc).log()  # Rc = R ⊕ ψ with the held direction ψ₂ = 0
+    np.testing.assert_allclose(psi[2], 0.0, atol=1e-14)
+    assert float(jnp.linalg.norm(psi)) > 1e-3  # it moved
+    np.testing.assert_array_equal(c.v[:3], state.v[:3])
+    np.testing.assert_allclose(c.v[3:], ell * Rc.apply(jnp.cross(c.v[:3], E3)), atol=1e-13)
+    assert gm.validate(top, c).ok
+
+
+@pytest.mark.parametrize("axis, stable", [(0, True), (1, False), (2, True)])
+def test_linearize_free_rigid_body_about_principal_axes(axis, stable):
+    """Steady rotation ω about a principal axis j: Euler's equations linearized give
+    λ² = (I_j − I_k)(I_i − I_j) ω² / (I_i I_k) on the other axes i, k (the middle axis is
+    unstable, the others are not), at any R (the tangent directions held, `fixed_q`)."""
+    Id = jnp.array([1.0, 2.0, 3.0])
+    system = gm.LagrangianSystem(rigid_body(jnp.diag(Id)), manifold=gm.SO3())
+    w = 1.3
+    state = gm.State(jaxlie.SO3.exp(jnp.array([0.3, 0.1, -0.2])), w * jnp.eye(3)[axis])
+    lin = gm.linearize(system, state, coordinates=(), speeds=(0, 1, 2), fixed_q=(0, 1, 2))
+    i, k = (j for j in range(3) if j != axis)
+    lam2 = (Id[axis] - Id[k]) * (Id[i] - Id[axis]) * w**2 / (Id[i] * Id[k])
+    lam = jnp.sqrt(lam2.astype(complex))
+    expected = np.sort_complex(np.array([0.0, lam, -lam]))
+    np.testing.assert_allclose(np.sort_complex(np.asarray(lin.eigenvalues)), expected, atol=1e-12)
+    assert (float(jnp.max(lin.eigenvalues.real)) > 1e-6) != stable
+    np.testing.assert_allclose(lin.rate, 0.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("mgl", [-2.7, 2.7])
+def test_linearize_heavy_top_at_rest(mgl):
+    """The top at rest with its axis vertical, hanging (mgℓ < 0) or upright (mgℓ > 0):
+    linearized in all three tangent directions δ of the chart centred at R = 1 and ω, the
+    physical pendulum's λ² = mgℓ / I₁, mgℓ / I₂ (and 0 twice, rotation about the vertical)."""
+    Id = jnp.array([1.0, 2.0, 3.0])
+    system = gm.LagrangianSystem(rigid_body(jnp.diag(Id), mgl), manifold=gm.SO3())
+    state = gm.State(jaxlie.SO3.identity(), jnp.zeros(3))
+    lin = gm.linearize(system, state, coordinates=(0, 1, 2), speeds=(0, 1, 2))
+    lam = np.sqrt(np.array(mgl / Id[:2], dtype=complex))
+    expected = np.sort_complex(np.concatenate([lam, -lam, [0.0, 0.0]]))
+    np.testing.assert_allclose(np.sort_complex(np.asarray(lin.eigenvalues)), expected, atol=1e-7)
+    np.testing.assert_allclose(lin.rate, 0.0, atol=1e-14)
+
+
+def test_project_to_constraints_on_a_group():
+    """The pivoted top moved off its pivot: the projection lands on x = ℓ R e₃, ẋ = ℓ R (ω × e₃)
+    (written out), its velocity correction M-orthogonal to C: M Δv = Aᵀλ with
+    A = [ℓ R ê₃, 1] (φ = ẋ + ℓ R (e₃ × ω)); a batch projects as its members do."""
+    I, ell = random_inertia(np.random.default_rng(9)), 0.4
+    top = pivoted_top(I, 1.5, 9.81, ell)
+    R = jaxlie.SO3.exp(jnp.array([0.3, -0.7, 1.1]))
+    state = gm.State(
+        (R, ell * R.apply(E3) + jnp.array([0.03, -0.02, 0.01])),
+        jnp.array([0.2, -0.4, 0.9, 0.1, 0.3, -0.2]),
+    )
+    p = gm.project_to_constraints(top, state)
+    Rp, xp = p.q
+    np.testing.assert_allclose(jnp.linalg.norm(Rp.wxyz), 1.0, atol=1e-14)
+    np.testing.assert_allclose(xp, ell * Rp.apply(E3), atol=1e-12)
+    np.testing.assert_allclose(p.v[3:], ell * Rp.apply(jnp.cross(p.v[:3], E3)), atol=1e-12)
+    M = jax.scipy.linalg.block_diag(I, 1.5 * jnp.eye(3))
+    lam = (M @ (p.v - state.v))[3:]
+    np.testing.assert_allclose((M @ (p.v - state.v))[:3], (ell * Rp.as_matrix() @ hat(E3)).T @ lam, atol=1e-12)
+    assert gm.validate(top, p).ok
+    batch = jax.tree_util.tree_map(lambda a, b: jnp.stack([a, b]), state, p)
+    out = gm.project_to_constraints(top, batch)
+    np.testing.assert_allclose(out.v[0], p.v, atol=1e-12)
+    np.testing.assert_allclose(out.q[1][1], xp, atol=1e-12)
