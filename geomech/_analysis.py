@@ -191,14 +191,14 @@ def _point(system, q, psi):
 
 def _rate(system, psi, v):
     """$\\dot\\psi$ in the chart centred at the point for the velocity `v` at $q \\oplus \\psi$
-    (DESIGN §5); `v` itself on ℝⁿ and S¹."""
+    (docs/lie_groups.md); `v` itself on ℝⁿ and S¹."""
     return system.manifold.dexp_inverse(psi, v) if system.on_group else v
 
 
 def _consistent(system, state, t, free_q, free_v, newton, held=("fixed_q", "fixed_v")) -> State:
     """The traced part of `consistent_state` (sizes already checked); `held` names the held sets.
     On a Lie group the coordinates are those of the chart centred at `state.q`, $\\psi = 0$
-    there (DESIGN §5): held entries are tangent directions kept at $\\psi_i = 0$."""
+    there (docs/lie_groups.md): held entries are tangent directions kept at $\\psi_i = 0$."""
     q, v = state.q, state.v
     n = v.shape[0]
     M = system.mass_matrix(state, t)
@@ -289,7 +289,7 @@ def consistent_state(
     by the implicit function theorem (`optimistix.ImplicitAdjoint`); its derivative with respect
     to the starting values of the free entries is zero. Works under `jit` and `vmap`.
 
-    On a Lie group the coordinates are those of the chart centred at `state.q` (DESIGN §5):
+    On a Lie group the coordinates are those of the chart centred at `state.q` (docs/lie_groups.md):
     `fixed_q` indexes tangent directions held at $\\psi_i = 0$, the result is
     $q \\oplus \\psi$ (docs/lie_groups.md).
 

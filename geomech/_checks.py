@@ -386,14 +386,14 @@ CONDITIONS: tuple[Condition, ...] = (
             velocity_residual(at.stages.phi, at.stages.A, at.v, at.stages.M),
             constraint_tolerance(at.q.dtype),
         ),
-        detail="max_i |φ_i| / (|A_i D^-½| |D^½ v| + |φ_i − A_i v|), D = diag M",
+        detail="with D = diag M, max_i |φ_i| / (|A_i D^-½| |D^½ v| + |φ_i − A_i v|)",
         failure="off_constraint", applies=_constrained,
         consumers=CONSUMERS - {"assemble"}, after=("finite_phi", "finite_A"),
     ),
     Condition(
         "off_constraint_position", "off_constraint", _OFF_C, _OFF_C_FIX, "residual",
         lambda at: (position_residual(at.h, at.H, at.scale, at.stages.M), constraint_tolerance(at.q.dtype)),
-        detail="max_i |h_i| / (|∂h_i/∂q D^-½| |D^½ q|), D = diag M", failure="off_constraint",
+        detail="with D = diag M, max_i |h_i| / (|∂h_i/∂q D^-½| |D^½ q|)", failure="off_constraint",
         applies=_constrained, consumers=CONSUMERS - {"assemble"}, after=("finite_h",),
     ),
     Condition(

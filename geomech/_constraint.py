@@ -124,7 +124,7 @@ class AbstractConstraint(eqx.Module):
 
     def localized(self, chart: Chart) -> "AbstractConstraint":
         """This constraint in the chart `chart` centred at a point of a Lie group (`_lie.Chart`),
-        a constraint on $(\\psi, \\dot\\psi)$ (DESIGN §5)."""
+        a constraint on $(\\psi, \\dot\\psi)$ (docs/lie_groups.md)."""
         raise TypeError(f"{type(self).__name__} has no form on a Lie group (no `localized`).")
 
     @staticmethod
@@ -218,7 +218,7 @@ class HolonomicConstraint(_AbstractUserConstraint):
         return True
 
     def localized(self, chart: Chart) -> AbstractConstraint:
-        # h(q ⊕ ψ), differentiated along ψ̇ = v at ψ = 0 (DESIGN §5)
+        # h(q ⊕ ψ), differentiated along ψ̇ = v at ψ = 0 (docs/lie_groups.md)
         return HolonomicConstraint(chart(self.h, "q", self.time_dependent), time_dependent=True)
 
     def discrete_residual(

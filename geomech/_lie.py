@@ -1,4 +1,4 @@
-"""Configuration spaces that are Lie groups (DESIGN §5, docs/lie_groups.md), built on `jaxlie`.
+"""Configuration spaces that are Lie groups (docs/lie_groups.md), built on `jaxlie`.
 
 A point is a `jaxlie` group element $q$, a velocity the left-trivialized $v = q^{-1}\\dot q$ (the
 body velocity: $\\dot R = R\\hat\\omega$ on SO(3)). The chart centred at $q$ is

@@ -139,7 +139,7 @@ def min_norm_newton(
     $x \\leftarrow x - M^{-1}J^\\top(JM^{-1}J^\\top)^{-1} r(x)$, $J = \\partial r/\\partial x$.
 
     On a Lie group (`manifold` given) each step is taken in the chart centred at the current
-    point (DESIGN §5): $J = \\partial r(x \\oplus \\psi)/\\partial\\psi$ at $\\psi = 0$ and
+    point (docs/lie_groups.md): $J = \\partial r(x \\oplus \\psi)/\\partial\\psi$ at $\\psi = 0$ and
     $x \\leftarrow x \\oplus (-M^{-1}J^\\top(JM^{-1}J^\\top)^{-1} r(x))$.
 
     A fixed number of iterations (a `fori_loop` with static bounds), so it is reverse

@@ -325,7 +325,7 @@ def assemble(system: LagrangianSystem, state: State, t: RealScalarLike = 0.0, *,
     """
     check_system(system)
     system.check_shapes(state, t)
-    system, state = system.localized(state)  # on a Lie group: the chart centred at q (DESIGN §5)
+    system, state = system.localized(state)  # on a Lie group: the chart centred at q (docs/lie_groups.md)
     return _assemble(system, state, jnp.asarray(t, state.q.dtype), checks)
 
 

@@ -168,7 +168,7 @@ class LagrangianSystem(eqx.Module):
 
     def localized(self, state: State) -> tuple["LagrangianSystem", State]:
         """This system in the chart centred at `state.q` and the state there, $(\\psi = 0, v)$
-        (DESIGN §5): every function $f(q, v)$ becomes $f(q \\oplus \\psi,
+        (docs/lie_groups.md): every function $f(q, v)$ becomes $f(q \\oplus \\psi,
         \\mathrm{dexp}(\\psi, \\dot\\psi))$, covectors transformed alike. The system itself on
         coordinate manifolds (ℝⁿ, S¹)."""
         if not self.on_group:

@@ -215,7 +215,7 @@ NONLINEAR = gm.LagrangianSystem(
 )
 ON_NONLINEAR = gm.State(jnp.zeros(2), jnp.array([1.0, -1.0]))
 
-# units (issue 22 item 1): a pendulum of length 1e-6 and one of 10 m written in millimetres, a
+# units: a pendulum of length 1e-6 and one of 10 m written in millimetres, a
 # sleigh moving at 5e-10, two coordinates in very different units
 def _pendulum_of(l):
     return gm.LagrangianSystem(
@@ -308,7 +308,7 @@ CASES: list[tuple[str, Callable, object]] = [
     ("State-str", lambda: gm.State("a", "b"), raises(TypeError, r"State\(q, v\) takes real arrays.*got str")),
     ("State-None", lambda: gm.State(None, None), raises(TypeError, r"State\(q, v\) takes real arrays.*NoneType")),
     ("State-mixed-precision", lambda: gm.State(jnp.ones(2, jnp.float32), jnp.ones(2)), raises(TypeError, r"State\(q, v\) needs q and v of one dtype, got q float32 and v float64")),
-    # user functions checked for what they return (issue 22 item 2)
+    # user functions checked for what they return
     ("L-constant", _acc(gm.LagrangianSystem(lambda q, v: 0.0)), raises(ValueError, r"the Lagrangian returns a constant that does not depend on t, q or v")),
     ("L-integer", _acc(gm.LagrangianSystem(lambda q, v: jnp.sum(v.astype(int)))), raises(TypeError, r"the Lagrangian returns values of dtype int64: it must return real floating-point")),
     ("force-complex", _acc(gm.LagrangianSystem(FREE.lagrangian, force=lambda q, v: 1j * v)), raises(TypeError, r"force returns values of dtype complex128")),

@@ -1,4 +1,4 @@
-"""Configuration spaces that are Lie groups (DESIGN §5): the stages in the chart centred at q
+"""Configuration spaces that are Lie groups (docs/lie_groups.md): the stages in the chart centred at q
 against equations of motion written by hand in body coordinates (Euler, Euler–Poisson, Suslov,
 Chaplygin sled, a rolling body on SO(3) × ℝ²), and the Runge–Kutta–Munthe-Kaas integration."""
 

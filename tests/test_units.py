@@ -1,4 +1,4 @@
-"""Units do not change the verdict (issue 22 item 1): every condition of the table in
+"""Units do not change the verdict: every condition of the table in
 `geomech/_checks.py` is invariant under a change of units of lengths, masses and time.
 
 The issue's examples, then a metamorphic property test: a random system and its copy in other

@@ -103,7 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     Without `argv` this is the process's own command (`sys.argv[1:]`, the `geomech` script and
     `python -m geomech`): Ctrl-C then ends the process with status 130 (a run's files are moved in
     completely or not at all)."""
-    if argv is None:
+    process = argv is None
+    if process:
         argv = sys.argv[1:]
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, _interrupted)
@@ -145,3 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if getattr(args, "out_dir", None) is not None:
             args.out_dir.release()  # the claim on --out (a no-op once the files are written)
+        if process and threading.current_thread() is threading.main_thread():
+            # the command is done: a Ctrl-C while the interpreter shuts down (JAX's teardown can
+            # take seconds) changes nothing; Python would restore the default handler there and
+            # the process would die by the signal instead of returning its status
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
