@@ -561,3 +561,19 @@ def test_the_table_is_comprehensive():
     # the other two codes are flagged in test_failures.py: a rank-deficient W, and non-finite
     # multipliers of simulate_vakonomic (the `flagged` outcome runs gm.simulate)
     assert flagged_codes == set(gm.Failure._name_to_item) - {"work_space", "nonfinite_multipliers"}
+
+
+def test_the_condition_table_is_documented():
+    """docs/errors.md lists every row of the condition table (`_checks.CONDITIONS`) with its codes
+    and its message and fix as the code has them, so the two cannot drift apart."""
+    import pathlib
+
+    from geomech import _checks
+
+    doc = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "errors.md").read_text()
+    for c in _checks.CONDITIONS:
+        failure = f"`{c.failure}`" if c.failure else "—"
+        row = f"| `{c.name}` | `{c.code}` | {failure} | {c.text().replace('|', chr(92) + '|')} |"
+        assert row in doc, f"docs/errors.md lacks the row of condition {c.name!r}:\n{row}"
+    for failure in gm.Failure._name_to_item:  # every code a trajectory can carry
+        assert failure == "none" or f"`{failure}`" in doc, failure
