@@ -108,7 +108,7 @@ class VariationalIntegrator(AbstractSystemIntegrator):
         `optimistix.Newton(rtol=..., atol=...)` to refactorize at every iteration. Iterations
         stop when two iterates differ by less than `atol + rtol * |y|` (max norm) and the
         residual is below `atol`, momentum rows relative to $1 + |p|_\\infty$ and constraint
-        rows relative to $1 + |v|_\\infty$ (as `gm.on_constraint`).
+        rows relative to $1 + |v|_\\infty$.
     - `max_steps`: the cap on iterations per solve (default 16).
     """
 
