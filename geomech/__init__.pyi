@@ -78,6 +78,7 @@ from ._integrate import simulate as simulate
 from ._lie import SE2 as SE2
 from ._lie import SE3 as SE3
 from ._lie import SO3 as SO3
+from ._rigid_body import RigidBody as RigidBody
 from ._lie import LieGroup as LieGroup
 from ._manifold import (
     AbstractManifold as AbstractManifold,

@@ -43,7 +43,7 @@ def pendulum_state(theta, omega, l=1.0) -> gm.State:
 
 
 def rel_close(x, ref, tol=1e-10) -> bool:
-    """$|x - x_{ref}| \le tol\,|x_{ref}|$ in the 2-norm: agreement relative to the quantity's size."""
+    r"""$|x - x_{ref}| \le tol\,|x_{ref}|$ in the 2-norm: agreement relative to the quantity's size."""
     return float(jnp.linalg.norm(x - ref)) <= tol * float(jnp.linalg.norm(ref))
 
 

@@ -1,0 +1,148 @@
+"""Rigid bodies as building blocks (docs/lie_groups.md): the kinetic and potential energy of a body
+on SO(3) (a fixed point), SO(3) × ℝ³ and SE(3), so a user writes bodies, not Lagrangians.
+
+The body frame has its origin at a reference point of the body (a pivot, the centre of a ball, the
+geometric centre of a disk); the centre of mass sits at `centre_of_mass` $c$ in that frame. With
+the body angular velocity $\\omega$ and the body-frame velocity $V$ of the origin, the centre of
+mass moves with $V + \\omega \\times c$, so [Goldstein2002, §5.3]
+
+$$T = \\tfrac12 m\\,|V + \\omega\\times c|^2 + \\tfrac12\\,\\omega^\\top I_c\\,\\omega ,$$
+
+and in a uniform field $g$ (spatial) $U = -m\\,g\\cdot(x + R c)$.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jaxlie
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from ._lie import LieGroup
+from ._manifold import AbstractManifold, Euclidean, Product
+
+GRAVITY = (0.0, 0.0, -9.81)
+
+
+def _concrete(x) -> np.ndarray | None:
+    return None if isinstance(x, jax.core.Tracer) else np.asarray(x)
+
+
+class RigidBody(eqx.Module):
+    """A rigid body: `mass` $m$, `inertia` $I_c$ (3 × 3, or its 3 principal moments) about the
+    centre of mass in body axes, and `centre_of_mass` $c$ in the body frame (from the frame's
+    origin, the reference point the configuration tracks). Fields are parameters: a `jax.vmap`
+    over bodies or a `jax.grad` by the inertia compiles once."""
+
+    mass: Float[Array, ""]
+    inertia: Float[Array, "3 3"]
+    centre_of_mass: Float[Array, "3"]
+
+    def __init__(self, mass: ArrayLike, inertia: ArrayLike, centre_of_mass: ArrayLike = (0.0, 0.0, 0.0)):
+        mass, inertia, c = (jnp.asarray(x) for x in (mass, inertia, centre_of_mass))
+        dtype = jnp.result_type(float, mass, inertia, c)
+        mass, inertia, c = (x.astype(dtype) for x in (mass, inertia, c))
+        if mass.shape != ():
+            raise ValueError(f"RigidBody: `mass` must be a scalar, got shape {mass.shape}.")
+        if inertia.shape == (3,):
+            inertia = jnp.diag(inertia)
+        if inertia.shape != (3, 3):
+            raise ValueError(f"RigidBody: `inertia` must have shape (3, 3) or (3,), got {inertia.shape}.")
+        if c.shape != (3,):
+            raise ValueError(f"RigidBody: `centre_of_mass` must have shape (3,), got {c.shape}.")
+        _check_values(_concrete(mass), _concrete(inertia), _concrete(c))
+        self.mass, self.inertia, self.centre_of_mass = mass, inertia, c
+
+    def inertia_about_origin(self) -> Float[Array, "3 3"]:
+        """$I_O = I_c + m(|c|^2 1 - c c^\\top)$, the inertia about the body frame's origin (the
+        parallel-axis theorem [Goldstein2002, §5.3])."""
+        c = self.centre_of_mass
+        return self.inertia + self.mass * (c @ c * jnp.eye(3, dtype=c.dtype) - jnp.outer(c, c))
+
+    def kinetic_energy(self, omega: Float[Array, "3"], V: Float[Array, "3"] | None = None) -> Float[Array, ""]:
+        """$T$ for the body angular velocity `omega` and the body-frame velocity `V` of the
+        origin (`None`: the origin is fixed, a pivot)."""
+        if V is None:
+            return 0.5 * omega @ self.inertia_about_origin() @ omega
+        u = V + jnp.cross(omega, self.centre_of_mass)  # the centre of mass's velocity, body frame
+        return 0.5 * self.mass * u @ u + 0.5 * omega @ self.inertia @ omega
+
+    def potential_energy(
+        self, R: jaxlie.SO3, x: Float[Array, "3"] | None = None, gravity: ArrayLike = GRAVITY
+    ) -> Float[Array, ""]:
+        """$U = -m\\,g\\cdot(x + R c)$ for the orientation `R`, the origin's position `x`
+        (`None`: at the spatial origin) and the spatial field `gravity`."""
+        r = R.apply(self.centre_of_mass)
+        if x is not None:
+            r = r + x
+        return -self.mass * jnp.asarray(gravity, r.dtype) @ r
+
+    def lagrangian(self, manifold: AbstractManifold, gravity: ArrayLike = GRAVITY) -> "RigidBodyLagrangian":
+        """$L = T - U$ on `manifold`, with the velocities of geomech's conventions:
+
+        - `gm.SO3()`: $q = R$, $v = \\omega$; the origin of the body frame is a fixed pivot;
+        - `gm.Product(gm.SO3(), gm.Euclidean(3))`: $q = (R, x)$, $v = (\\omega, \\dot x)$ with
+          $\\dot x$ spatial ($V = R^\\top\\dot x$);
+        - `gm.SE3()`: $q = (R, x)$ as a `jaxlie.SE3`, $v = (V, \\omega)$, the body twist in
+          jaxlie's order (linear, angular).
+        """
+        return RigidBodyLagrangian(self, _kind(manifold), jnp.asarray(gravity, self.mass.dtype))
+
+
+def _check_values(mass, inertia, c) -> None:
+    """Physical parameters, when concrete: a positive mass and an inertia that a body can have
+    (symmetric, positive definite, principal moments obeying the triangle inequality)."""
+    if mass is not None and not (np.isfinite(mass) and mass > 0):
+        raise ValueError(f"RigidBody: `mass` must be finite and positive, got {mass}.")
+    if c is not None and not np.all(np.isfinite(c)):
+        raise ValueError(f"RigidBody: `centre_of_mass` must be finite, got {c}.")
+    if inertia is None:
+        return
+    scale = np.max(np.abs(inertia)) if np.all(np.isfinite(inertia)) else np.nan
+    tol = 64 * np.finfo(inertia.dtype).eps * scale
+    if not np.isfinite(scale) or np.max(np.abs(inertia - inertia.T)) > tol:
+        raise ValueError(f"RigidBody: `inertia` must be finite and symmetric, got\n{inertia}.")
+    moments = np.linalg.eigvalsh(inertia)
+    if moments[0] <= tol or moments[0] + moments[1] < moments[2] - tol:
+        raise ValueError(
+            f"RigidBody: `inertia` has principal moments {moments}; a rigid body's are positive and "
+            "each is at most the sum of the other two (I₁ + I₂ ≥ I₃)."
+        )
+
+
+def _kind(manifold: AbstractManifold) -> str:
+    if isinstance(manifold, LieGroup) and manifold.group in (jaxlie.SO3, jaxlie.SE3):
+        return manifold.group.__name__
+    if (
+        isinstance(manifold, Product)
+        and len(manifold.factors) == 2
+        and isinstance(manifold.factors[0], LieGroup)
+        and manifold.factors[0].group is jaxlie.SO3
+        and isinstance(manifold.factors[1], Euclidean)
+        and manifold.factors[1].dim == 3
+    ):
+        return "SO3xR3"
+    raise ValueError(
+        f"RigidBody.lagrangian: `manifold` must be gm.SO3(), gm.SE3() or "
+        f"gm.Product(gm.SO3(), gm.Euclidean(3)), got {manifold}."
+    )
+
+
+class RigidBodyLagrangian(eqx.Module):
+    """$L(q, v) = T - U$ of a `RigidBody` on one of its configuration spaces (see
+    `RigidBody.lagrangian`); the body and the field stay parameters (fields)."""
+
+    body: RigidBody
+    kind: str = eqx.field(static=True)
+    gravity: Float[Array, "3"]
+
+    def __call__(self, q, v):
+        body = self.body
+        if self.kind == "SO3":
+            return body.kinetic_energy(v) - body.potential_energy(q, None, self.gravity)
+        if self.kind == "SE3":
+            R, x, V, omega = q.rotation(), q.translation(), v[:3], v[3:]
+        else:
+            (R, x), omega = q, v[:3]
+            V = R.inverse().apply(v[3:])
+        return body.kinetic_energy(omega, V) - body.potential_energy(R, x, self.gravity)
