@@ -78,7 +78,6 @@ from ._integrate import simulate as simulate
 from ._lie import SE2 as SE2
 from ._lie import SE3 as SE3
 from ._lie import SO3 as SO3
-from ._rigid_body import RigidBody as RigidBody
 from ._lie import LieGroup as LieGroup
 from ._manifold import (
     AbstractManifold as AbstractManifold,
@@ -93,6 +92,7 @@ from ._manifold import (
     Product as Product,
 )
 from ._precision import PrecisionWarning as PrecisionWarning
+from ._rigid_body import RigidBody as RigidBody
 from ._solver._base import AbstractSolver as AbstractSolver
 from ._solver._gauss import Gauss as Gauss
 from ._solver._gibbs_appell import (

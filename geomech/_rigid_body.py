@@ -38,7 +38,9 @@ class RigidBody(eqx.Module):
     inertia: Float[Array, "3 3"]
     centre_of_mass: Float[Array, "3"]
 
-    def __init__(self, mass: ArrayLike, inertia: ArrayLike, centre_of_mass: ArrayLike = (0.0, 0.0, 0.0)):
+    def __init__(
+        self, mass: ArrayLike, inertia: ArrayLike, centre_of_mass: ArrayLike = (0.0, 0.0, 0.0)
+    ):
         mass, inertia, c = (jnp.asarray(x) for x in (mass, inertia, centre_of_mass))
         dtype = jnp.result_type(float, mass, inertia, c)
         mass, inertia, c = (x.astype(dtype) for x in (mass, inertia, c))
@@ -47,7 +49,9 @@ class RigidBody(eqx.Module):
         if inertia.shape == (3,):
             inertia = jnp.diag(inertia)
         if inertia.shape != (3, 3):
-            raise ValueError(f"RigidBody: `inertia` must have shape (3, 3) or (3,), got {inertia.shape}.")
+            raise ValueError(
+                f"RigidBody: `inertia` must have shape (3, 3) or (3,), got {inertia.shape}."
+            )
         if c.shape != (3,):
             raise ValueError(f"RigidBody: `centre_of_mass` must have shape (3,), got {c.shape}.")
         _check_values(_concrete(mass), _concrete(inertia), _concrete(c))
@@ -59,7 +63,9 @@ class RigidBody(eqx.Module):
         c = self.centre_of_mass
         return self.inertia + self.mass * (c @ c * jnp.eye(3, dtype=c.dtype) - jnp.outer(c, c))
 
-    def kinetic_energy(self, omega: Float[Array, "3"], V: Float[Array, "3"] | None = None) -> Float[Array, ""]:
+    def kinetic_energy(
+        self, omega: Float[Array, "3"], V: Float[Array, "3"] | None = None
+    ) -> Float[Array, ""]:
         """$T$ for the body angular velocity `omega` and the body-frame velocity `V` of the
         origin (`None`: the origin is fixed, a pivot)."""
         if V is None:
@@ -77,7 +83,9 @@ class RigidBody(eqx.Module):
             r = r + x
         return -self.mass * jnp.asarray(gravity, r.dtype) @ r
 
-    def lagrangian(self, manifold: AbstractManifold, gravity: ArrayLike = GRAVITY) -> "RigidBodyLagrangian":
+    def lagrangian(
+        self, manifold: AbstractManifold, gravity: ArrayLike = GRAVITY
+    ) -> "RigidBodyLagrangian":
         """$L = T - U$ on `manifold`, with the velocities of geomech's conventions:
 
         - `gm.SO3()`: $q = R$, $v = \\omega$; the origin of the body frame is a fixed pivot;

@@ -19,7 +19,9 @@ def random_body(rng):
     (off-diagonal terms, the triangle inequality) by construction."""
     m, r = rng.uniform(0.5, 1.5, size=6), rng.normal(size=(6, 3))
     r = r - m @ r / m.sum()
-    inertia = sum(mi * (ri @ ri * np.eye(3) - np.outer(ri, ri)) for mi, ri in zip(m, r, strict=True))
+    inertia = sum(
+        mi * (ri @ ri * np.eye(3) - np.outer(ri, ri)) for mi, ri in zip(m, r, strict=True)
+    )
     return gm.RigidBody(m.sum(), inertia, rng.normal(size=3))
 
 
@@ -37,7 +39,9 @@ def test_pivoted_body_gives_euler_poisson_equations():
         R, w = random_pose(rng)
         m, c = body.mass, body.centre_of_mass
         I_O = body.inertia + m * (c @ c * jnp.eye(3) - jnp.outer(c, c))
-        expected = jnp.linalg.solve(I_O, jnp.cross(I_O @ w, w) + m * jnp.cross(c, R.inverse().apply(G)))
+        expected = jnp.linalg.solve(
+            I_O, jnp.cross(I_O @ w, w) + m * jnp.cross(c, R.inverse().apply(G))
+        )
         system = gm.LagrangianSystem(body.lagrangian(gm.SO3()), manifold=gm.SO3())
         for solver in solvers().values():
             got = gm.acceleration(system, gm.State(R, w), solver)
@@ -76,7 +80,9 @@ def test_energies_agree_across_configuration_spaces():
     body = random_body(rng)
     R, w = random_pose(rng)
     x, xdot = jnp.asarray(rng.normal(size=3)), jnp.asarray(rng.normal(size=3))
-    L_product = body.lagrangian(gm.Product(gm.SO3(), gm.Euclidean(3)))((R, x), jnp.concatenate([w, xdot]))
+    L_product = body.lagrangian(gm.Product(gm.SO3(), gm.Euclidean(3)))(
+        (R, x), jnp.concatenate([w, xdot])
+    )
     T = jaxlie.SE3.from_rotation_and_translation(R, x)
     L_se3 = body.lagrangian(gm.SE3())(T, jnp.concatenate([R.inverse().apply(xdot), w]))
     # the centre of mass's velocity and height, written out
@@ -114,7 +120,10 @@ def test_bodies_are_parameters():
         (dict(mass=1.0, inertia=jnp.array([1.0, 1.0, 3.0])), "triangle|I₁ \\+ I₂ ≥ I₃"),
         (dict(mass=1.0, inertia=jnp.array([1.0, -1.0, 1.0])), "principal moments"),
         (dict(mass=1.0, inertia=jnp.array([[1.0, 0.5, 0], [0, 1, 0], [0, 0, 1]])), "symmetric"),
-        (dict(mass=1.0, inertia=jnp.ones(3), centre_of_mass=jnp.ones(2)), "`centre_of_mass` must have shape"),
+        (
+            dict(mass=1.0, inertia=jnp.ones(3), centre_of_mass=jnp.ones(2)),
+            "`centre_of_mass` must have shape",
+        ),
     ],
 )
 def test_bad_bodies_are_refused(kwargs, match):
