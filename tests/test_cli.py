@@ -460,8 +460,23 @@ def test_a_second_run_loads_compiled_programs_from_the_cache(tmp_path):
     first, second, off = (r["compilation_cache"] for r in records)
     assert first["dir"] == second["dir"] == str(cache) and off["dir"] is None
     assert first["programs"] > 0 and first["from_cache"] == 0 and stored
-    assert second["programs"] == first["programs"] and second["from_cache"] > 0
+    # every program, the main integration program too (its checks are NaNs, not host callbacks)
+    assert second["programs"] == first["programs"] == second["from_cache"]
     assert sorted(p.name for p in cache.iterdir()) == stored  # --no-cache wrote nothing
+
+
+def test_a_failure_in_a_cached_process_is_reported(tmp_path):
+    """The `geomech` process runs equinox's checks as NaNs (`EQX_ON_ERROR=nan`) so that its
+    programs can be cached: a failed trajectory is still reported, with the failure status."""
+    env = {k: v for k, v in os.environ.items() if k != "EQX_ON_ERROR"}
+    env["GEOMECH_CACHE_DIR"] = str(tmp_path / "cache")
+    argv = ["run", "pendulum", "--batch", "2", "--t1", "3", "--max-steps", "20", "--out", str(tmp_path)]
+    done = subprocess.run(
+        [sys.executable, "-m", "geomech", *argv], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == cli.EXIT_FAILED, done.stderr[-2000:]
+    summary = json.loads((tmp_path / "pendulum_summary.json").read_text())
+    assert summary["failures"] == {"max_steps_reached": [0, 1]}
 
 
 def test_help_shows_the_cache_and_in_process_runs_restore_jax_settings(

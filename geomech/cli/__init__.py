@@ -97,6 +97,23 @@ def _interrupted(signum, frame):
     os._exit(130)
 
 
+def _checks_as_nans() -> None:
+    """Equinox's run-time checks (`eqx.error_if`, diffrax's among them) as NaNs instead of host
+    callbacks, `EQX_ON_ERROR=nan`: JAX's persistent cache does not keep a program with a host
+    callback, and the main integration program has some (diffrax checks `SaveAt(ts=...)` at run
+    time). None of them can fire in `geomech run`, which checks its inputs before tracing and
+    reports each trajectory's result; a check that did fire would show as non-finite values,
+    reported as a failure. Equinox reads the variable once, on import: it is set for that import
+    only (a user's own setting is kept, and child processes see the environment unchanged)."""
+    if "equinox" in sys.modules or "EQX_ON_ERROR" in os.environ:
+        return
+    os.environ["EQX_ON_ERROR"] = "nan"
+    try:
+        import equinox  # noqa: F401
+    finally:
+        del os.environ["EQX_ON_ERROR"]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `geomech` command with `argv`; returns the exit status.
 
@@ -114,6 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser().parse_args(argv)
         _check(args)
         if args.command != "list":
+            if process and not getattr(args, "no_cache", False):
+                _checks_as_nans()
             import jax
 
             float32 = args.float32 or getattr(args, "float32_sub", False)
