@@ -73,6 +73,7 @@ from ._dynamics import (
 from ._dynamics import (
     unconstrained_acceleration as unconstrained_acceleration,
 )
+from ._frontend import RecompilationWarning as RecompilationWarning
 from ._integrate import Solution as Solution
 from ._integrate import simulate as simulate
 from ._lie import SE2 as SE2

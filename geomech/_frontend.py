@@ -444,7 +444,11 @@ def run_checked(
 
 
 class RecompilationWarning(UserWarning):
-    """A geomech program was compiled again for the same shapes (see `note_trace`)."""
+    """`gm.simulate` (or another geomech program) was compiled three times in one process for the
+    same shapes: a part of the system JAX treats as static, typically a closure over a parameter,
+    is new on every call. Issued once per program; the message names the fix (parameters as
+    arrays in an `eqx.Module`, or one `jax.jit` around the whole loss). Silence it with
+    `warnings.filterwarnings("ignore", category=gm.RecompilationWarning)`."""
 
 
 RECOMPILATION_LIMIT = 3  # compilations of one program for one signature before the warning

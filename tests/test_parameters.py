@@ -84,7 +84,7 @@ TRANSFORMS = {
 @pytest.mark.parametrize("form", sorted(FORMS))
 def test_simulate_parameter_forms_under_transformations(form, transform, reference):
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", _frontend.RecompilationWarning)
+        warnings.simplefilter("ignore", gm.RecompilationWarning)
         got, want = TRANSFORMS[transform](functools.partial(_final_x, form), reference)
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
 
@@ -189,12 +189,12 @@ def test_recompilation_for_the_same_shapes_warns_once(monkeypatch):
         warnings.simplefilter("always")
         for c in (0.1, 0.2, 0.3, 0.4):
             gm.simulate(system(jnp.asarray(c)), Y0, 0.0, 0.1)
-    assert not [w for w in caught if issubclass(w.category, _frontend.RecompilationWarning)]
+    assert not [w for w in caught if issubclass(w.category, gm.RecompilationWarning)]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for c in (0.1, 0.2, 0.3, 0.4):
             gm.simulate(FORMS["closure"](c), Y0, 0.0, 0.1)
-    found = [w for w in caught if issubclass(w.category, _frontend.RecompilationWarning)]
+    found = [w for w in caught if issubclass(w.category, gm.RecompilationWarning)]
     assert len(found) == 1
     message = str(found[0].message)
     assert "compiled 3 times" in message and "eqx.Module" in message and "jit the" in message
