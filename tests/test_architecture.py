@@ -65,8 +65,9 @@ def _function_level(tree):
 # counted in the import graph like any other.
 OPTIONAL = ("matplotlib", "sympy", "tqdm", "mujoco")
 DEFERRED = {
-    # `geomech --help`, `list` and argument errors answer without importing JAX (tests/test_cli.py)
-    "geomech.cli": ("jax", "numpy"),
+    # `geomech --help`, `list` and argument errors answer without importing JAX (tests/test_cli.py);
+    # equinox is imported first with its checks as NaNs (`cli._checks_as_nans`)
+    "geomech.cli": ("jax", "numpy", "equinox"),
     "geomech.cli._catalog": ("jax",),
     "geomech.cli._output": ("jax", "numpy"),
     # ... and `geomech --help` shows where the compilation cache is
