@@ -2,6 +2,7 @@
 
     python benchmarks/gradient_floor.py            # n = 4 and 16 linear oscillators, B = 8
     python benchmarks/gradient_floor.py --quick    # n = 4, B = 2, t1 = 1
+    python benchmarks/gradient_floor.py --forward-mode   # the forward-mode floor, p = 1..6
 
 `gradients.py` measures gradient/forward of `jax.grad` through `gm.simulate` (a loss of the final
 states with respect to the initial velocities, B = 8, t ∈ [0, 10], Tsit5, rtol = atol = 1e-8,
@@ -9,6 +10,12 @@ diffrax's default `RecursiveCheckpointAdjoint`). This script measures the same r
 driver for plain diffrax on $\\ddot q = -K q$ ($K$ symmetric positive definite, $n$ coordinates):
 a right-hand side that is one matrix–vector product, so the ratio is that of diffrax's
 checkpointed reverse pass over an adaptive Tsit5 solve itself, a floor for any right-hand side.
+
+`--forward-mode` measures the same for forward mode, as `forward_reverse.py` does through
+`gm.simulate`: the Jacobian by `jax.jacfwd` with `adjoint=diffrax.ForwardMode()` of a loss of the
+final state of three damped oscillators, $\ddot x_i = -x_i - c(\theta, x) \dot x_i$ with
+$c = \sum_{k<p}\theta_k\cos(k x_0)$, with respect to $\theta \in \mathbb{R}^p$, over one
+forward solve ($t_1 = 5$, Tsit5, rtol = atol = 1e-8).
 """
 
 import argparse
@@ -48,6 +55,36 @@ def problem(n: int, batch: int, t1: float):
     return jax.jit(loss), jax.jit(jax.grad(loss)), v0, jax.jit(jax.vmap(final))
 
 
+def damped(p: int, adjoint):
+    """The loss of `--forward-mode`: squared final state of three oscillators damped by
+    $c(\theta, x)$."""
+
+    def f(t, y, theta):
+        c = jnp.dot(theta, jnp.cos(jnp.arange(p, dtype=y.dtype) * y[0]))
+        return jnp.concatenate([y[3:], -y[:3] - c * y[3:]])
+
+    def loss(theta):
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(f), diffrax.Tsit5(), 0.0, 5.0, None, jnp.full(6, 0.5), args=theta,
+            stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-8), adjoint=adjoint,
+        )  # fmt: skip
+        return jnp.sum(sol.ys[-1] ** 2)
+
+    return loss
+
+
+def forward_mode_rows(ps, repeat: int) -> list[dict]:
+    rows = []
+    for p in ps:
+        theta = jnp.full((p,), 0.02 / p)
+        forward = jax.jit(damped(p, diffrax.RecursiveCheckpointAdjoint()))
+        jacobian = jax.jit(jax.jacfwd(damped(p, diffrax.ForwardMode())))
+        tf, tj = best_of(forward, theta, repeat), best_of(jacobian, theta, repeat)
+        rows.append({"p": p, "forward_s": tf, "forward_mode_s": tj, "forward_mode_over_forward": tj / tf})
+        print(f"[bench] p = {p}: forward mode / forward {tj / tf:.2f}", file=sys.stderr, flush=True)
+    return rows
+
+
 def best_of(f, x, repeat: int) -> float:
     jax.block_until_ready(f(x))
     times = []
@@ -66,8 +103,15 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--t1", type=float, default=10.0)
     p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--forward-mode", type=int, nargs="*", default=None, metavar="P",
+                   help="the forward-mode floor instead, for these p (default 1..6)")
     args = p.parse_args(argv)
     _common.check_device(args.device)
+    if args.forward_mode is not None:
+        ps = args.forward_mode or [1, 2, 3, 4, 5, 6]
+        out = {"machine": _common.machine_info(), "settings": {"repeat": args.repeat, "problem": damped.__doc__}}
+        out["forward_mode"] = forward_mode_rows([1] if args.quick else ps, 1 if args.quick else args.repeat)
+        return _common.finish(out)
     if args.quick:
         args.sizes, args.batch, args.t1, args.repeat = [4], 2, 1.0, 1
     out = {

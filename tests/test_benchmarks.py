@@ -8,6 +8,7 @@ import pathlib
 import subprocess
 import sys
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -153,6 +154,13 @@ def test_gradient_floor_quick():
     (row,) = out["sizes"]
     assert row["n"] == 4 and row["steps_mean"] > 1
     assert set(row) == {"n", "steps_mean", "forward_s", "gradient_s", "gradient_over_forward"}
+    # the forward-mode floor: its Jacobian is the central difference of its loss
+    theta, e = jnp.array([0.02, 0.01]), jnp.array([0.0, 1.0])
+    jac = jax.jacfwd(mod.damped(2, diffrax.ForwardMode()))(theta)
+    loss = mod.damped(2, diffrax.RecursiveCheckpointAdjoint())
+    np.testing.assert_allclose(jac @ e, (loss(theta + h * e) - loss(theta - h * e)) / (2 * h), rtol=1e-6)
+    (row,) = mod.main(["--quick", "--forward-mode"])["forward_mode"]
+    assert row["p"] == 1 and row["forward_mode_over_forward"] > 0
 
 
 def test_forward_reverse_quick():
