@@ -1,4 +1,5 @@
-"""Plots of simulations: trajectories, phase portraits, energy and constraint drift, animations.
+"""Plots of simulations: trajectories, phase portraits, energy and constraint drift, animations,
+and for rigid bodies the angular velocity, the orientation, the contact path and conserved quantities.
 
 Every function takes a `gm.Solution` (single or batched, leading axis `B`) and draws into a
 matplotlib `Axes` (a new figure when `ax` is `None`), returning the axes (or the animation).
@@ -368,3 +369,178 @@ def animate(
         return [*segments, dots] + ([path] if path is not None else [])
 
     return FuncAnimation(ax.figure, draw, frames=len(frames), interval=interval, blit=True)
+
+
+# -- rigid bodies on SO(3), SE(3) and products with SO(3) first (docs/lie_groups.md) ---------------
+
+
+def _rotations(q):
+    """The rotation matrices `(..., 3, 3)` of saved configurations on SO(3), SE(3), or a product
+    whose first factor is one of them."""
+    import jaxlie
+
+    if isinstance(q, tuple):
+        q = q[0]
+    if isinstance(q, jaxlie.SE3):
+        q = q.rotation()
+    if not isinstance(q, jaxlie.SO3):
+        raise ValueError(
+            "this plot needs configurations on gm.SO3(), gm.SE3() or a gm.Product whose first "
+            f"factor is one of them; got {type(q).__name__}."
+        )
+    return np.asarray(q.as_matrix())
+
+
+def _angular_indices(q) -> tuple[int, int, int]:
+    """Where the body angular velocity sits in the flat velocity: after the linear part on SE(3)
+    (jaxlie's order), first otherwise."""
+    import jaxlie
+
+    first = q[0] if isinstance(q, tuple) else q
+    return (3, 4, 5) if isinstance(first, jaxlie.SE3) else (0, 1, 2)
+
+
+def angular_velocity(sol, *, time_unit: str = "s", ax=None):
+    """The body angular velocity $\\omega = (\\omega_1, \\omega_2, \\omega_3)$ against time (the
+    rattleback's spin reversal is the sign change of $\\omega_3$); a batch draws every trajectory,
+    thinner, in the same colour per component.
+
+    **Returns:** the `Axes`.
+    """
+    _rotations(sol.states.q)  # the configuration space, checked
+    w = _reached(_batched(sol.states.v, 2))[..., list(_angular_indices(sol.states.q))]
+    ts = _reached(_batched(sol.ts, 1))
+    ax = _axes(ax)
+    B = w.shape[0]
+    for b in range(B):
+        for i in range(3):
+            ax.plot(
+                ts[b], w[b, :, i], color=f"C{i}", lw=1.5 if b == 0 else 0.5,
+                label=f"$\\omega_{i + 1}$" if b == 0 else None,
+            )  # fmt: skip
+    ax.set_xlabel(_axis_label("t", time_unit))
+    ax.set_ylabel(_axis_label("body angular velocity", f"rad/{time_unit}" if time_unit else ""))
+    ax.legend(loc="best", fontsize="small")
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def orientation(sol, point=(0.0, 0.0, 1.0), *, trajectory: int = 0, ax=None):
+    """The orientation as the trace of a body-fixed unit vector $R(t)\\,p$ on the unit sphere
+    (by default the body's third axis; the start is a dot), with the sphere as a wire frame.
+
+    **Arguments:**
+
+    - `sol`: a `gm.Solution` on SO(3), SE(3) or a product whose first factor is one of them.
+    - `point`: the body-fixed vector $p$ (normalized).
+    - `trajectory`: which trajectory of a batch.
+    - `ax`: a matplotlib 3-D `Axes` (`projection="3d"`).
+
+    **Returns:** the `Axes`.
+    """
+    p = np.asarray(point, float)
+    if p.shape != (3,) or not np.linalg.norm(p) > 0:
+        raise ValueError(f"point must be a non-zero vector of shape (3,), got {point!r}.")
+    R = _rotations(sol.states.q)
+    R = R.reshape(-1, *R.shape[-3:])[trajectory]
+    trace = _reached(R @ (p / np.linalg.norm(p)))
+    if ax is None:
+        ax = _pyplot().figure().add_subplot(projection="3d")
+    u, v = np.meshgrid(np.linspace(0, 2 * np.pi, 25), np.linspace(0, np.pi, 13))
+    sphere = (np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v))
+    ax.plot_wireframe(*sphere, color="0.85", lw=0.4)
+    ax.plot(trace[:, 0], trace[:, 1], trace[:, 2], color="C0", lw=1.2, label="$R(t)\\,p$")
+    ax.plot(*trace[:1].T, "o", color="k", ms=3, label="start")
+    ax.set_box_aspect((1, 1, 1))
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    ax.set_zlabel("z")
+    ax.legend(loc="upper left", fontsize="small")
+    return ax
+
+
+def contact_path(
+    sol, contact: Callable | None = None, *, units: str = "m", max_paths: int = 200, ax=None
+):
+    """The path of a rolling body's contact point on the plane, with equal scales.
+
+    **Arguments:**
+
+    - `sol`: a `gm.Solution`.
+    - `contact`: the contact point's $(x, y)$ from one configuration `q` (a JAX function,
+        vmapped over the saved states; rolling-body models give `model.contact_point`). By
+        default the first two coordinates of the $\\mathbb{R}^n$ factor of a product
+        $SO(3) \\times \\mathbb{R}^n$ (the reference point's position).
+    - `units`, `max_paths`, `ax`: as for `path`.
+
+    **Returns:** the `Axes`.
+    """
+    import jax
+
+    q = sol.states.q
+    if contact is None:
+        if not (isinstance(q, tuple) and len(q) == 2):
+            raise ValueError(
+                "contact_path needs `contact=` unless q is a product (R, x) of SO(3) × ℝⁿ."
+            )
+        xy = np.asarray(q[1])[..., :2]
+    else:
+        batch = np.shape(sol.ts)
+        flat = jax.tree_util.tree_map(lambda x: x.reshape(-1, *x.shape[len(batch) :]), q)
+        xy = np.asarray(jax.vmap(contact)(flat)).reshape(*batch, 2)
+    xy = _reached(_batched(xy, 2))
+    B = xy.shape[0]
+    ax = _axes(ax)
+    shown = min(B, max_paths)
+    for b in range(shown):
+        ax.plot(xy[b, :, 0], xy[b, :, 1], color="C0" if b == 0 else "C7", lw=1.5 if b == 0 else 0.5)
+    ax.plot(xy[:shown, 0, 0], xy[:shown, 0, 1], "o", color="k", ms=2.5, label="start")
+    ax.set_xlabel(_axis_label("contact x", units))
+    ax.set_ylabel(_axis_label("contact y", units))
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+    return ax
+
+
+def conserved(sol, quantities: dict, *, ax=None):
+    """The relative drift $|I(t) - I(t_0)| / \\max(|I(t_0)|, \\text{scale})$ of conserved
+    quantities on a log scale (the largest over a batch), e.g. the Chaplygin sphere's energy,
+    $(M, \\gamma)$ and $(M, M)$.
+
+    **Arguments:**
+
+    - `sol`: a `gm.Solution`.
+    - `quantities`: name → a JAX function of one state `(q, v)` returning a scalar (vmapped
+        over the saved states).
+    - `ax`: a matplotlib `Axes`.
+
+    Values below round-off are drawn at $\\varepsilon$ (dotted line).
+
+    **Returns:** the `Axes`.
+    """
+    import jax
+
+    if not quantities:
+        raise ValueError("quantities must name at least one function of (q, v).")
+    batch = np.shape(sol.ts)
+    flat = jax.tree_util.tree_map(lambda x: x.reshape(-1, *x.shape[len(batch) :]), sol.states)
+    ts = _reached(_batched(sol.ts, 1))
+    with _all_nan_ok():
+        t = np.nanmedian(ts, axis=0)
+    eps = np.finfo(np.asarray(sol.states.v).dtype).eps
+    ax = _axes(ax)
+    for name, fn in quantities.items():
+        values = _reached(_batched(np.asarray(jax.vmap(fn)(flat.q, flat.v)).reshape(batch), 1))
+        scale = np.maximum(
+            np.abs(values[:, :1]), np.nanmax(np.abs(values), axis=1, keepdims=True) * eps
+        )
+        with _all_nan_ok():
+            y = np.nanmax(np.abs(values - values[:, :1]) / np.where(scale > 0, scale, 1.0), axis=0)
+        ax.semilogy(t, np.maximum(y, eps), label=name)
+    ax.axhline(eps, color="0.5", ls=":", lw=1, label="round-off level")
+    ax.set_xlabel("t")
+    ax.set_ylabel("relative drift")
+    ax.legend(loc="best", fontsize="small")
+    ax.grid(alpha=0.3)
+    return ax

@@ -3,6 +3,7 @@
 import types
 
 import diffrax
+import jax
 import jax.numpy as jnp
 import matplotlib
 import numpy as np
@@ -154,3 +155,66 @@ def test_plots_a_real_simulation():
     np.testing.assert_allclose(
         drawn["$|E_L(t) - E_L(t_0)|$ (energy drift)"], np.maximum(drift, floor)
     )
+
+
+def spinning_body(batch=None):
+    """A Solution-like record of a body spinning about e₃ at ω = 2 (exact: R = exp(2t ê₃)),
+    its reference point moving on x = (t, 2t)."""
+    import jaxlie
+
+    ts = np.linspace(0.0, 1.5, 16)
+    R = jaxlie.SO3.exp(jnp.asarray(np.outer(2 * ts, [0.0, 0.0, 1.0])))
+    x = jnp.asarray(np.stack([ts, 2 * ts], -1))
+    v = jnp.broadcast_to(jnp.array([0.0, 0.0, 2.0, 1.0, 2.0]), (ts.size, 5))
+    q, t = (R, x), ts
+    if batch is not None:
+        q = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (batch, *a.shape)), q)
+        v, t = jnp.broadcast_to(v, (batch, *v.shape)), np.broadcast_to(ts, (batch, ts.size))
+    return types.SimpleNamespace(ts=t, states=gm.State(q, v))
+
+
+def test_angular_velocity_orientation_and_contact_path_of_a_rigid_body():
+    sol = spinning_body()
+    ax = plot.angular_velocity(sol)
+    lines = ax.get_lines()
+    assert len(lines) == 3
+    np.testing.assert_allclose(lines[2].get_ydata(), 2.0)  # ω₃
+    np.testing.assert_allclose(lines[0].get_ydata(), 0.0)
+    ax = plot.orientation(sol, point=(2.0, 0.0, 0.0))  # normalized: the body's first axis
+    trace = [ln for ln in ax.get_lines() if ln.get_label() == "$R(t)\\,p$"][0]
+    xs, ys, zs = trace.get_data_3d()
+    np.testing.assert_allclose(xs, np.cos(2 * sol.ts), atol=1e-12)
+    np.testing.assert_allclose(ys, np.sin(2 * sol.ts), atol=1e-12)
+    np.testing.assert_allclose(zs, 0.0, atol=1e-12)
+    ax = plot.contact_path(sol)  # the ℝ² factor
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), 2 * sol.ts)
+    # a contact point below the reference point: x + R (1, 0, 0), horizontal part
+    ax = plot.contact_path(sol, lambda q: q[1] + q[0].apply(jnp.array([1.0, 0.0, 0.0]))[:2])
+    np.testing.assert_allclose(ax.get_lines()[0].get_xdata(), sol.ts + np.cos(2 * sol.ts), atol=1e-12)
+
+
+def test_rigid_body_plots_of_a_batch():
+    sol = spinning_body(batch=3)
+    assert len(plot.angular_velocity(sol).get_lines()) == 9
+    assert len(plot.contact_path(sol).get_lines()) == 3 + 1  # the paths and the starts
+
+
+def test_conserved_draws_relative_drift():
+    sol = spinning_body()
+    drifting = lambda q, v: 1.0 + 1e-6 * q[1][0]  # x = t: drift 1e-6 t relative to 1
+    exact = lambda q, v: v[2] ** 2  # constant
+    ax = plot.conserved(sol, {"drifting": drifting, "exact": exact})
+    lines = {ln.get_label(): ln.get_ydata() for ln in ax.get_lines()}
+    np.testing.assert_allclose(lines["drifting"][1:], 1e-6 * sol.ts[1:], rtol=1e-6)
+    assert np.all(lines["exact"] == np.finfo(float).eps)  # at the round-off floor
+
+
+def test_rigid_body_plots_refuse_coordinates():
+    with pytest.raises(ValueError, match="needs configurations on gm.SO3"):
+        plot.angular_velocity(oscillator())
+    with pytest.raises(ValueError, match="needs `contact=`"):
+        plot.contact_path(oscillator())
+    with pytest.raises(ValueError, match="non-zero vector"):
+        plot.orientation(spinning_body(), point=(0.0, 0.0))
+    with pytest.raises(ValueError, match="at least one"):
+        plot.conserved(spinning_body(), {})
