@@ -1,0 +1,239 @@
+"""The structure of $M$, $A$ and $C$ found at trace time, as small operator types.
+
+`assemble` reads the structural nonzero patterns of $M$, $A$ and $C$ (`_sparsity`) and picks one
+operator type for each, once; the type decides the algorithm, so `Stages` writes the thesis
+formulas only:
+
+- $M$: `DiagonalMass` (solved by a division) or `DenseMass` (by its Cholesky factor);
+- $A$, $C$: `EllRows` ($A u$ from the nonzeros of each row), `EllColumns` ($C^\\top z$ from the
+  nonzeros of each column) or `DenseRows`;
+- $A M^{-1} C^\\top$: `SparseGram` (its structurally nonzero terms, for a diagonal $M$) or
+  `DenseGram`.
+
+`weighted_solve` is the one $M$-weighted Schur-complement solve (Lemma 1, (3.20), (3.32)) that the
+stages, the projection onto $\\mathcal{C}$, the Udwadia–Kalaba split and the vakonomic
+conditions share.
+"""
+
+import abc
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from . import _linalg as la
+
+# -- the mass matrix ----------------------------------------------------------------------------
+
+
+class AbstractMass(eqx.Module):
+    """$M$ (symmetric positive definite where $L$ is regular) and $M^{-1}$."""
+
+    matrix: eqx.AbstractVar[Float[Array, "n n"]]
+    cholesky: eqx.AbstractVar[Float[Array, "n n"]]  # lower factor (what the regularity check reads)
+
+    @abc.abstractmethod
+    def solve(self, x: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
+        """$M^{-1} x$."""
+
+
+class DenseMass(AbstractMass):
+    """$M$ with its Cholesky factor computed once."""
+
+    matrix: Float[Array, "n n"]
+    cholesky: Float[Array, "n n"]
+
+    @classmethod
+    def factor(cls, matrix: Float[Array, "n n"]) -> "DenseMass":
+        return cls(matrix, la.cholesky(matrix))
+
+    def solve(self, x):
+        return la.spd_solve(self.matrix, self.cholesky, x)
+
+
+class DiagonalMass(AbstractMass):
+    """A structurally diagonal $M$: solved by a division."""
+
+    matrix: Float[Array, "n n"]
+
+    @property
+    def diagonal(self) -> Float[Array, " n"]:
+        return jnp.diagonal(self.matrix)
+
+    @property
+    def cholesky(self):
+        return jnp.diag(jnp.sqrt(self.diagonal))
+
+    def solve(self, x):
+        return x / self.diagonal.reshape((-1,) + (1,) * (x.ndim - 1))
+
+
+def mass_operator(matrix: Float[Array, "n n"], pattern: np.ndarray) -> AbstractMass:
+    """`DiagonalMass` when the structural nonzero `pattern` of $M$ is diagonal, else `DenseMass`."""
+    if np.any(pattern & ~np.eye(pattern.shape[0], dtype=bool)):
+        return DenseMass.factor(matrix)
+    return DiagonalMass(matrix)
+
+
+# -- rows of A and C ----------------------------------------------------------------------------
+
+
+class AbstractRows(eqx.Module):
+    """A $k \\times n$ matrix (rows of $A$ or of $C$) with its products $X u$ and $X^\\top z$."""
+
+    matrix: eqx.AbstractVar[Float[Array, "k n"]]
+
+    @abc.abstractmethod
+    def mv(self, u: Float[Array, "n ..."]) -> Float[Array, "k ..."]:
+        """`matrix @ u`."""
+
+    @abc.abstractmethod
+    def rmv(self, z: Float[Array, "k ..."]) -> Float[Array, "n ..."]:
+        """`matrix.T @ z`."""
+
+
+class DenseRows(AbstractRows):
+    matrix: Float[Array, "k n"]
+
+    def mv(self, u):
+        return self.matrix @ u
+
+    def rmv(self, z):
+        return self.matrix.T @ z
+
+
+class EllRows(AbstractRows):
+    """Sparse rows: `mv` from the nonzero entries of each row (`index`, `mask` of `_ell`)."""
+
+    matrix: Float[Array, "k n"]
+    index: tuple = eqx.field(static=True)
+    mask: tuple = eqx.field(static=True)
+
+    def mv(self, u):
+        idx, mask = np.asarray(self.index), np.asarray(self.mask)
+        rows = np.arange(self.matrix.shape[0])[:, None]
+        return _ell_sum(jnp.where(mask, self.matrix[rows, idx], 0.0), idx, u)
+
+    def rmv(self, z):
+        return self.matrix.T @ z
+
+
+class EllColumns(AbstractRows):
+    """Sparse columns: `rmv` from the nonzero entries of each column (`index`, `mask` of `_ell`)."""
+
+    matrix: Float[Array, "k n"]
+    index: tuple = eqx.field(static=True)
+    mask: tuple = eqx.field(static=True)
+
+    def mv(self, u):
+        return self.matrix @ u
+
+    def rmv(self, z):
+        idx, mask = np.asarray(self.index), np.asarray(self.mask)
+        cols = np.arange(self.matrix.shape[1])[:, None]
+        return _ell_sum(jnp.where(mask, self.matrix[idx, cols], 0.0), idx, z)
+
+
+def rows_operator(matrix: Float[Array, "k n"], pattern: np.ndarray) -> AbstractRows:
+    """`EllRows` when the rows of the structural nonzero `pattern` are sparse, else `DenseRows`."""
+    ell = _ell(pattern)
+    return DenseRows(matrix) if ell is None else EllRows(matrix, *ell)
+
+
+def columns_operator(matrix: Float[Array, "k n"], pattern: np.ndarray) -> AbstractRows:
+    """`EllColumns` when the columns of the structural nonzero `pattern` are sparse, else
+    `DenseRows`."""
+    ell = _ell(pattern.T)
+    return DenseRows(matrix) if ell is None else EllColumns(matrix, *ell)
+
+
+def _ell(pattern: np.ndarray) -> tuple | None:
+    """For each row of a structural nonzero `pattern`, the columns of its nonzeros, padded to the
+    longest row (`(indices, mask)`, nested tuples), or None when a row is more than half full
+    (then a dense product is as cheap)."""
+    counts = pattern.sum(axis=1)
+    width = int(counts.max(initial=0))
+    if 2 * width > pattern.shape[1]:
+        return None
+    idx = np.zeros((pattern.shape[0], width), np.intp)
+    for i, row in enumerate(pattern):
+        cols = np.flatnonzero(row)
+        idx[i, : cols.size] = cols
+    mask = np.arange(width)[None, :] < counts[:, None]
+    return tuple(map(tuple, idx.tolist())), tuple(map(tuple, mask.tolist()))
+
+
+def _ell_sum(values: Array, idx: np.ndarray, u: Array) -> Array:
+    """$\\sum_p$ `values[i, p] u[idx[i, p]]`: a sparse matrix (rows of `_ell`) times `u` (n, ...)."""
+    values = values.reshape(values.shape + (1,) * (u.ndim - 1))
+    return jnp.sum(values * u[idx], axis=1)
+
+
+# -- the Gram matrix A M⁻¹ Cᵀ -------------------------------------------------------------------
+
+
+class AbstractGram(eqx.Module):
+    """How $S = A M^{-1} C^\\top$ is formed."""
+
+    @abc.abstractmethod
+    def __call__(self, mass: AbstractMass, A: AbstractRows, C: AbstractRows) -> Float[Array, "k k"]:
+        """$A M^{-1} C^\\top$."""
+
+
+class DenseGram(AbstractGram):
+    def __call__(self, mass, A, C):
+        return A.matrix @ mass.solve(C.matrix.T)
+
+
+class SparseGram(AbstractGram):
+    """For a diagonal $M$: only the structurally nonzero terms $(i, j, l)$ of
+    $(A M^{-1} C^\\top)_{ij} = \\sum_l A_{il} C_{jl} / M_{ll}$ are formed."""
+
+    entries: tuple = eqx.field(static=True)
+
+    def __call__(self, mass: DiagonalMass, A, C):
+        i, j, l = (np.asarray(x, dtype=np.intp) for x in self.entries)  # () when none
+        terms = A.matrix[i, l] * C.matrix[j, l] / mass.diagonal[l]
+        k = A.matrix.shape[0]
+        return jnp.zeros((k, k), mass.matrix.dtype).at[i, j].add(terms)
+
+
+# (A M⁻¹ Cᵀ) from its structurally nonzero terms when these are fewer than a dense product's / 4
+_SPARSE_GRAM_FACTOR = 4
+
+
+def gram_operator(mass: AbstractMass, A_pattern: np.ndarray, C_pattern: np.ndarray) -> AbstractGram:
+    """`SparseGram` for a diagonal $M$ when the index triples $(i, j, l)$ with $A_{il} C_{jl}$ not
+    structurally zero are few enough, else `DenseGram`."""
+    if not isinstance(mass, DiagonalMass):
+        return DenseGram()
+    k, n = A_pattern.shape
+    i, j, l = np.nonzero(A_pattern[:, None, :] & C_pattern[None, :, :])
+    if _SPARSE_GRAM_FACTOR * i.size > k * k * n:
+        return DenseGram()
+    return SparseGram((tuple(i.tolist()), tuple(j.tolist()), tuple(l.tolist())))
+
+
+# -- the M-weighted Schur-complement solve ------------------------------------------------------
+
+
+def weighted_solve(
+    mass: AbstractMass,
+    A: AbstractRows,
+    C: AbstractRows,
+    y: Float[Array, "k ..."],
+    *,
+    gram: AbstractGram = DenseGram(),
+    symmetric: bool = True,
+) -> tuple[Float[Array, "k ..."], Float[Array, "n ..."]]:
+    """$\\lambda = S^{-1} y$ with $S = A M^{-1} C^\\top$, and the correction $M^{-1} C^\\top \\lambda$.
+
+    The saddle system $M x - C^\\top\\lambda = 0$, $A x = y$ by its Schur complement
+    (Lemma 1, (3.20)): $x = M^{-1}C^\\top(AM^{-1}C^\\top)^{-1} y$, the $M$-least-norm solution of
+    $A x = y$ when $C = A$. `symmetric`: $S$ is symmetric positive definite ($C = A$, or
+    $\\mathcal{W} = \\mathcal{D}$), solved by Cholesky; otherwise by LU (invertible by (3.19)).
+    """
+    S = gram(mass, A, C)
+    lam = la.spd_solve(S, la.cholesky(S), y) if symmetric else jnp.linalg.solve(S, y)
+    return lam, mass.solve(C.rmv(lam))
