@@ -37,6 +37,11 @@ class AbstractMass(eqx.Module):
     def solve(self, x: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
         """$M^{-1} x$."""
 
+    @abc.abstractmethod
+    def gram(self, A_pattern: np.ndarray, C_pattern: np.ndarray) -> "AbstractGram":
+        """How to form $A M^{-1} C^\\top$ for rows of $A$ and $C$ with these structural nonzero
+        patterns."""
+
 
 class DenseMass(AbstractMass):
     """$M$ with its Cholesky factor computed once."""
@@ -50,6 +55,9 @@ class DenseMass(AbstractMass):
 
     def solve(self, x):
         return la.spd_solve(self.matrix, self.cholesky, x)
+
+    def gram(self, A_pattern, C_pattern):
+        return DenseGram()
 
 
 class DiagonalMass(AbstractMass):
@@ -67,6 +75,15 @@ class DiagonalMass(AbstractMass):
 
     def solve(self, x):
         return x / self.diagonal.reshape((-1,) + (1,) * (x.ndim - 1))
+
+    def gram(self, A_pattern, C_pattern):
+        """`SparseGram` when the index triples $(i, j, l)$ with $A_{il} C_{jl}$ not structurally
+        zero are fewer than a dense product's terms / 4, else `DenseGram`."""
+        k, n = A_pattern.shape
+        i, j, l = np.nonzero(A_pattern[:, None, :] & C_pattern[None, :, :])
+        if 4 * i.size > k * k * n:
+            return DenseGram()
+        return SparseGram((tuple(i.tolist()), tuple(j.tolist()), tuple(l.tolist())))
 
 
 def mass_operator(matrix: Float[Array, "n n"], pattern: np.ndarray) -> AbstractMass:
@@ -111,9 +128,7 @@ class EllRows(AbstractRows):
     mask: tuple = eqx.field(static=True)
 
     def mv(self, u):
-        idx, mask = np.asarray(self.index), np.asarray(self.mask)
-        rows = np.arange(self.matrix.shape[0])[:, None]
-        return _ell_sum(jnp.where(mask, self.matrix[rows, idx], 0.0), idx, u)
+        return _ell_times(self.matrix, self.index, self.mask, u)
 
     def rmv(self, z):
         return self.matrix.T @ z
@@ -130,9 +145,7 @@ class EllColumns(AbstractRows):
         return self.matrix @ u
 
     def rmv(self, z):
-        idx, mask = np.asarray(self.index), np.asarray(self.mask)
-        cols = np.arange(self.matrix.shape[1])[:, None]
-        return _ell_sum(jnp.where(mask, self.matrix[idx, cols], 0.0), idx, z)
+        return _ell_times(self.matrix.T, self.index, self.mask, z)
 
 
 def rows_operator(matrix: Float[Array, "k n"], pattern: np.ndarray) -> AbstractRows:
@@ -164,8 +177,11 @@ def _ell(pattern: np.ndarray) -> tuple | None:
     return tuple(map(tuple, idx.tolist())), tuple(map(tuple, mask.tolist()))
 
 
-def _ell_sum(values: Array, idx: np.ndarray, u: Array) -> Array:
-    """$\\sum_p$ `values[i, p] u[idx[i, p]]`: a sparse matrix (rows of `_ell`) times `u` (n, ...)."""
+def _ell_times(X: Array, index: tuple, mask: tuple, u: Array) -> Array:
+    """`X @ u` for `u` (n, ...) from the nonzeros of each row of `X` (`index`, `mask` of `_ell`):
+    $\\sum_p$ `X[i, idx[i, p]] u[idx[i, p]]`."""
+    idx, mask = np.asarray(index), np.asarray(mask)
+    values = jnp.where(mask, X[np.arange(X.shape[0])[:, None], idx], 0.0)
     values = values.reshape(values.shape + (1,) * (u.ndim - 1))
     return jnp.sum(values * u[idx], axis=1)
 
@@ -197,22 +213,6 @@ class SparseGram(AbstractGram):
         terms = A.matrix[i, l] * C.matrix[j, l] / mass.diagonal[l]
         k = A.matrix.shape[0]
         return jnp.zeros((k, k), mass.matrix.dtype).at[i, j].add(terms)
-
-
-# (A M⁻¹ Cᵀ) from its structurally nonzero terms when these are fewer than a dense product's / 4
-_SPARSE_GRAM_FACTOR = 4
-
-
-def gram_operator(mass: AbstractMass, A_pattern: np.ndarray, C_pattern: np.ndarray) -> AbstractGram:
-    """`SparseGram` for a diagonal $M$ when the index triples $(i, j, l)$ with $A_{il} C_{jl}$ not
-    structurally zero are few enough, else `DenseGram`."""
-    if not isinstance(mass, DiagonalMass):
-        return DenseGram()
-    k, n = A_pattern.shape
-    i, j, l = np.nonzero(A_pattern[:, None, :] & C_pattern[None, :, :])
-    if _SPARSE_GRAM_FACTOR * i.size > k * k * n:
-        return DenseGram()
-    return SparseGram((tuple(i.tolist()), tuple(j.tolist()), tuple(l.tolist())))
 
 
 # -- the M-weighted Schur-complement solve ------------------------------------------------------

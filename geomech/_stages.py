@@ -26,7 +26,6 @@ from ._operators import (
     DenseGram,
     DenseRows,
     columns_operator,
-    gram_operator,
     mass_operator,
     rows_operator,
     weighted_solve,
@@ -315,7 +314,7 @@ def _assemble(system: LagrangianSystem, state: State, t, checks: bool) -> Stages
         else:
             C_pattern, C = _traced(_call, system.work_space.annihilator_matrix, t, q, v)
         A_rows, C_rows = rows_operator(A, A_pattern), columns_operator(C, C_pattern)
-        gram = gram_operator(mass, A_pattern, C_pattern)
+        gram = mass.gram(A_pattern, C_pattern)
     stages = Stages(
         system=system, state=state, t=t, mass=mass, Q=Q, F0=F0, phi=phi, A_rows=A_rows, b=b,
         C_rows=C_rows, gram=gram, ideal=ideal, checked=checks,
