@@ -64,14 +64,15 @@ class DiagonalMass(AbstractMass):
     """A structurally diagonal $M$: solved by a division."""
 
     matrix: Float[Array, "n n"]
+    cholesky: Float[Array, "n n"]
+
+    @classmethod
+    def factor(cls, matrix: Float[Array, "n n"]) -> "DiagonalMass":
+        return cls(matrix, jnp.diag(jnp.sqrt(jnp.diagonal(matrix))))
 
     @property
     def diagonal(self) -> Float[Array, " n"]:
         return jnp.diagonal(self.matrix)
-
-    @property
-    def cholesky(self):
-        return jnp.diag(jnp.sqrt(self.diagonal))
 
     def solve(self, x):
         return x / self.diagonal.reshape((-1,) + (1,) * (x.ndim - 1))
@@ -90,7 +91,7 @@ def mass_operator(matrix: Float[Array, "n n"], pattern: np.ndarray) -> AbstractM
     """`DiagonalMass` when the structural nonzero `pattern` of $M$ is diagonal, else `DenseMass`."""
     if np.any(pattern & ~np.eye(pattern.shape[0], dtype=bool)):
         return DenseMass.factor(matrix)
-    return DiagonalMass(matrix)
+    return DiagonalMass.factor(matrix)
 
 
 # -- rows of A and C ----------------------------------------------------------------------------

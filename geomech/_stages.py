@@ -60,22 +60,11 @@ class Stages(eqx.Module):
     # of their own check them likewise, or give NaN (reported per trajectory by `simulate`)
     checked: bool = eqx.field(static=True, default=True)
 
-    @property
-    def M(self) -> Float[Array, "n n"]:
-        return self.mass.matrix
-
-    @property
-    def M_cho(self) -> Float[Array, "n n"]:
-        """The lower Cholesky factor of $M$."""
-        return self.mass.cholesky
-
-    @property
-    def A(self) -> Float[Array, "k n"]:
-        return self.A_rows.matrix
-
-    @property
-    def C(self) -> Float[Array, "k n"]:
-        return self.C_rows.matrix
+    # the matrices of the operators (unannotated: a vmapped `Stages` carries a batch axis)
+    M = property(lambda self: self.mass.matrix, doc="$M$, `(n, n)`.")
+    M_cho = property(lambda self: self.mass.cholesky, doc="The lower Cholesky factor of $M$.")
+    A = property(lambda self: self.A_rows.matrix, doc="$A = \\partial\\phi/\\partial v$, `(k, n)`.")
+    C = property(lambda self: self.C_rows.matrix, doc="$C$ with $\\mathcal{W} = \\ker C$, `(k, n)`.")
 
     @property
     def n(self) -> int:
