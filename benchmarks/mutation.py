@@ -48,6 +48,7 @@ GROUPS = {
         "geomech/_stages.py",
         "geomech/_constraint.py",
         "geomech/_linalg.py",
+        "geomech/_operators.py",
         "geomech/_solver/*.py",
         "geomech/_udwadia_kalaba.py",
     ],

@@ -149,7 +149,7 @@ def _solve_block(residual, y0, args, *, what: str, free, held: str, newton: _New
     )
     # at the solution: σ_min of Ĵ below ε^{1/4} (1.2e-4 in float64), well above where Newton
     # stops on a double root (|Ĵ| ~ √atol) and below any regular configuration's
-    J_hat = jax.jacfwd(residual)(jax.lax.stop_gradient(y), args) * col_scale / row_norm[:, None]
+    J_hat = jax.jacfwd(residual)(jax.lax.stop_gradient(y), args) * col_scale[None, :] / row_norm[:, None]
     sigma = min_singular_value(J_hat)
     return eqx.error_if(
         y,
@@ -168,7 +168,7 @@ def _scales(X, x, M, free, rest=0.0) -> _Scale:
     d = _checks.jacobi_scales(M)
     return _Scale(
         _checks.term_sizes(X, x, d) + jnp.abs(rest),
-        jnp.linalg.norm(X / jnp.sqrt(d), axis=1),
+        jnp.linalg.norm(X / jnp.sqrt(d)[None, :], axis=1),
         1 / jnp.sqrt(d[free]),
     )
 

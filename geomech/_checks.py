@@ -83,7 +83,7 @@ def full_row_rank_margin(X: Float[Array, "k n"], scale=None) -> Margin:
     """Full row rank of `X`, free of units: $\\sigma_{\\min}$ of `X` with its columns multiplied by
     `scale` (the coordinates' scales) and then unit rows."""
     if scale is not None:
-        X = X * scale
+        X = X * scale[None, :]
     return min_singular_value(unit_rows(X)), jnp.asarray(
         rank_tolerance(X.dtype, X.shape[1]), X.dtype
     )
@@ -134,7 +134,7 @@ def term_sizes(X: Float[Array, "k n"], x: Float[Array, " n"], d: Float[Array, " 
     metric's own scales ($D$ the Jacobi scales of $M$), the same in any units of the
     coordinates, of $L$ and of the rows."""
     s = jnp.sqrt(d)
-    return jnp.linalg.norm(X / s, axis=1) * jnp.linalg.norm(s * x)
+    return jnp.linalg.norm(X / s[None, :], axis=1) * jnp.linalg.norm(s * x)
 
 
 def velocity_residual(

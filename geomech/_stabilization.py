@@ -11,10 +11,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _linalg as la
 from ._bundle import State
 from ._custom_types import RealScalarLike
 from ._dynamics import on_constraint
+from ._operators import AbstractMass, DenseMass, DenseRows, weighted_solve
 from ._stages import Stages
 from ._system import LagrangianSystem
 
@@ -133,7 +133,7 @@ def as_stabilization(stabilization) -> AbstractStabilization:
 
 
 def min_norm_newton(
-    residual: Callable, x, solve_M: Callable, iterations: int, manifold=None,
+    residual: Callable, x, mass: AbstractMass, iterations: int, manifold=None,
 ):
     """Gauss–Newton on `residual(x) = 0` with the minimal $M$-norm update
     $x \\leftarrow x - M^{-1}J^\\top(JM^{-1}J^\\top)^{-1} r(x)$, $J = \\partial r/\\partial x$.
@@ -143,7 +143,7 @@ def min_norm_newton(
     $x \\leftarrow x \\oplus (-M^{-1}J^\\top(JM^{-1}J^\\top)^{-1} r(x))$.
 
     A fixed number of iterations (a `fori_loop` with static bounds), so it is reverse
-    differentiable and vmaps without synchronising trajectories. `solve_M(X)` returns $M^{-1}X$.
+    differentiable and vmaps without synchronising trajectories. `mass` is $M$ (`_operators`).
     `x` is an array `(n,)`, or on a Lie group a point of it (a pytree).
     """
 
@@ -155,8 +155,7 @@ def min_norm_newton(
             J, r = jax.jacfwd(lambda psi: (local(psi), local(psi)), has_aux=True)(
                 jnp.zeros(manifold.dim, jax.tree_util.tree_leaves(x)[0].dtype)
             )
-        MinvJT = solve_M(J.T)
-        step = MinvJT @ jnp.linalg.solve(J @ MinvJT, r)
+        _, step = weighted_solve(mass, DenseRows(J), DenseRows(J), r)
         return x - step if manifold is None else manifold.oplus(x, -step)
 
     return jax.lax.fori_loop(0, iterations, body, x)
@@ -168,8 +167,7 @@ def project_state(system: LagrangianSystem, state: State, t, iterations: int) ->
         return state
 
     def solver_M(s):
-        M_cho = la.cholesky(system.mass_matrix(s, t))
-        return lambda X: la.cho_solve(M_cho, X)
+        return DenseMass.factor(system.mass_matrix(s, t))
 
     q, v = state.q, state.v
     if system.position_residual(state, t).shape[0] > 0:

@@ -19,8 +19,19 @@ from ._bundle import State
 from ._checks import At, checked
 from ._custom_types import RealScalarLike
 from ._linalg import null_space
+from ._operators import (
+    AbstractGram,
+    AbstractMass,
+    AbstractRows,
+    DenseGram,
+    DenseRows,
+    columns_operator,
+    mass_operator,
+    rows_operator,
+    weighted_solve,
+)
 from ._sparsity import jaxpr_nonzero_pattern
-from ._system import LagrangianSystem, check_system
+from ._system import LagrangianSystem, check_system, coordinate_force, mass_times
 
 
 class Stages(eqx.Module):
@@ -33,26 +44,27 @@ class Stages(eqx.Module):
     system: LagrangianSystem
     state: State
     t: Float[Array, ""]
-    M: Float[Array, "n n"]
-    M_cho: Float[Array, "n n"]
+    # M, the rows of A and of C and how A M⁻¹ Cᵀ is formed, each an operator whose type
+    # (`_operators`, chosen by `assemble` from the structure found at trace time) decides the
+    # algorithm: a diagonal M solved by division, sparse products, the nonzero terms of the Gram sum
+    mass: AbstractMass
     Q: Float[Array, " n"]
     F0: Float[Array, " n"]
     phi: Float[Array, " k"]
-    A: Float[Array, "k n"]
+    A_rows: AbstractRows
     b: Float[Array, " k"]
-    C: Float[Array, "k n"]
+    C_rows: AbstractRows
+    gram: AbstractGram
     ideal: bool = eqx.field(static=True)
-    # structure found at trace time (`_sparsity`): M diagonal; the entries (i, j, l) of the sum
-    # (A M⁻¹ Cᵀ)_ij = Σ_l A_il C_jl / M_ll that are not structurally zero (None: use dense products)
-    mass_diagonal: bool = eqx.field(static=True, default=False)
-    gram_entries: tuple | None = eqx.field(static=True, default=None)
-    # the structurally nonzero entries of each row of A and of each column of C (`_ell`), so that
-    # the products A u and Cᵀ z skip the zeros (None: dense products)
-    A_rows: tuple | None = eqx.field(static=True, default=None)
-    C_cols: tuple | None = eqx.field(static=True, default=None)
     # whether the value conditions were checked (`assemble(checks=True)`); solvers with conditions
     # of their own check them likewise, or give NaN (reported per trajectory by `simulate`)
     checked: bool = eqx.field(static=True, default=True)
+
+    # the matrices of the operators (unannotated: a vmapped `Stages` carries a batch axis)
+    M = property(lambda self: self.mass.matrix, doc="$M$, `(n, n)`.")
+    M_cho = property(lambda self: self.mass.cholesky, doc="The lower Cholesky factor of $M$.")
+    A = property(lambda self: self.A_rows.matrix, doc="$A = \\partial\\phi/\\partial v$, `(k, n)`.")
+    C = property(lambda self: self.C_rows.matrix, doc="$C$ with $\\mathcal{W} = \\ker C$, `(k, n)`.")
 
     @property
     def n(self) -> int:
@@ -63,34 +75,20 @@ class Stages(eqx.Module):
         return self.A.shape[0]
 
     def solve_M(self, x):
-        """$M^{-1} x$ by the Cholesky factor computed once (a division when $M$ is diagonal)."""
-        if self.mass_diagonal:
-            d = jnp.diagonal(self.M)
-            return x / (d if x.ndim == 1 else d.reshape((-1,) + (1,) * (x.ndim - 1)))
-        return la.spd_solve(self.M, self.M_cho, x)
+        """$M^{-1} x$ (by the Cholesky factor computed once, or a division when $M$ is diagonal)."""
+        return self.mass.solve(x)
 
     def schur(self) -> Float[Array, "k k"]:
-        """$S = A M^{-1} C^\\top$, invertible by (3.19), symmetric positive definite when $W = D$;
-        for a diagonal $M$ only the structurally nonzero terms of the sum are formed."""
-        if self.gram_entries is None:
-            return self.A @ self.solve_M(self.C.T)
-        i, j, l = (np.asarray(x, dtype=np.intp) for x in self.gram_entries)  # () when none
-        terms = self.A[i, l] * self.C[j, l] / jnp.diagonal(self.M)[l]
-        return jnp.zeros((self.k, self.k), self.M.dtype).at[i, j].add(terms)
+        """$S = A M^{-1} C^\\top$, invertible by (3.19), symmetric positive definite when $W = D$."""
+        return self.gram(self.mass, self.A_rows, self.C_rows)
 
     def A_times(self, u: Float[Array, "n ..."]) -> Float[Array, "k ..."]:
-        """$A u$, from the nonzero entries of each row when $A$ is sparse."""
-        if self.A_rows is None:
-            return self.A @ u
-        idx, mask = (np.asarray(x) for x in self.A_rows)
-        return _ell_sum(jnp.where(mask, self.A[np.arange(self.k)[:, None], idx], 0.0), idx, u)
+        """$A u$."""
+        return self.A_rows.mv(u)
 
     def C_transpose_times(self, z: Float[Array, "k ..."]) -> Float[Array, "n ..."]:
-        """$C^\\top z$, from the nonzero entries of each column when $C$ is sparse."""
-        if self.C_cols is None:
-            return self.C.T @ z
-        idx, mask = (np.asarray(x) for x in self.C_cols)
-        return _ell_sum(jnp.where(mask, self.C[idx, np.arange(self.n)[:, None]], 0.0), idx, z)
+        """$C^\\top z$."""
+        return self.C_rows.rmv(z)
 
     @property
     def a_U(self) -> Float[Array, " n"]:
@@ -105,15 +103,15 @@ class Stages(eqx.Module):
     @property
     def a_0(self) -> Float[Array, " n"]:
         """An $X_0 \\in \\mathcal{S}(\\mathcal{C})$ (Lemma 1): $a_0 = M^{-1}A^\\top(AM^{-1}A^\\top)^{-1} b$."""
-        MinvAT = self.solve_M(self.A.T)
-        S = self.schur() if self.ideal else self.A @ MinvAT
-        return MinvAT @ la.spd_solve(S, la.cholesky(S), self.b)
+        gram = self.gram if self.ideal else DenseGram()  # self.gram forms A M⁻¹ Cᵀ
+        return weighted_solve(self.mass, self.A_rows, self.A_rows, self.b, gram=gram)[1]
 
     def _Wperp_from(self, y: Float[Array, "k ..."]) -> Float[Array, "n ..."]:
         """$M^{-1}C^\\top(AM^{-1}C^\\top)^{-1} y$, the common factor of (3.20) and (3.32)."""
-        S = self.schur()  # invertible by (3.19); symmetric positive definite when W = D
-        z = la.spd_solve(S, la.cholesky(S), y) if self.ideal else jnp.linalg.solve(S, y)
-        return self.solve_M(self.C_transpose_times(z))
+        # A M⁻¹ Cᵀ is invertible by (3.19), symmetric positive definite when W = D
+        return weighted_solve(
+            self.mass, self.A_rows, self.C_rows, y, gram=self.gram, symmetric=self.ideal
+        )[1]
 
     def project_Wperp(self, u: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
         """$\\Pi_{\\mathcal{W}^\\perp} u = M^{-1}C^\\top(AM^{-1}C^\\top)^{-1}A u$ (3.20)."""
@@ -181,28 +179,6 @@ class Stages(eqx.Module):
         return x[:n], x[n:]
 
 
-def _ell(pattern: np.ndarray) -> tuple | None:
-    """For each row of a structural nonzero `pattern`, the columns of its nonzeros, padded to the
-    longest row (`(indices, mask)`, nested tuples), or None when a row is more than half full
-    (then a dense product is as cheap)."""
-    counts = pattern.sum(axis=1)
-    width = int(counts.max(initial=0))
-    if 2 * width > pattern.shape[1]:
-        return None
-    idx = np.zeros((pattern.shape[0], width), np.intp)
-    for i, row in enumerate(pattern):
-        cols = np.flatnonzero(row)
-        idx[i, : cols.size] = cols
-    mask = np.arange(width)[None, :] < counts[:, None]
-    return tuple(map(tuple, idx.tolist())), tuple(map(tuple, mask.tolist()))
-
-
-def _ell_sum(values: Array, idx: np.ndarray, u: Array) -> Array:
-    """$\\sum_p$ `values[i, p] u[idx[i, p]]`: a sparse matrix (rows of `_ell`) times `u` (n, ...)."""
-    values = values.reshape(values.shape + (1,) * (u.ndim - 1))
-    return jnp.sum(values * u[idx], axis=1)
-
-
 def _traced(jitted, owner, t, q, v, *static):
     """`jitted(owner, t, q, v, *static)` (a nested `jit`) and its outputs' structural nonzero
     patterns, from one trace: the patterns are read from the jaxpr of the first call, whose trace
@@ -240,35 +216,26 @@ def _seeds(colors: tuple[int, ...], dtype) -> Array:
 
 @eqx.filter_jit
 def _lagrangian_derivatives(system: LagrangianSystem, t, q, v, colors: tuple[int, ...]):
-    """$\\partial L/\\partial q$, $\\frac{d}{dt}|_v \\partial L/\\partial v$ and $M$ times the seeds of
-    the colouring `colors` of the columns of $M$ (the identity when every column has its own)."""
-    dL = jax.grad(system.L, argnums=(1, 2))
-    # d/dt|_v ∂L/∂v along (1, v) (the ∂_t and mixed terms of (2.10)): a JVP in (t, q) at fixed
-    # v, so that a second v-derivative that is not finite (L not twice differentiable in v)
-    # shows in M only, not in Q
-    (Lq, _), (_, mixed) = jax.jvp(lambda t_, q_: dL(t_, q_, v), (t, q), (jnp.ones_like(t), v))
-    along = lambda e: jax.jvp(lambda v_: dL(t, q, v_)[1], (v,), (e,))[1]
-    return Lq, mixed, jax.vmap(along)(_seeds(colors, v.dtype))  # ∂L/∂q, d/dt|_v ∂L/∂v, M·seeds
+    """$Q$ (2.10) and $M$ times the seeds of the colouring `colors` of the columns of $M$ (the
+    identity when every column has its own)."""
+    return coordinate_force(system, t, q, v), mass_times(system, t, q, v, _seeds(colors, v.dtype))
 
 
 def _mass_and_force(system: LagrangianSystem, t, q, v):
-    """$M = \\partial^2 L/\\partial v^2$ and
-    $Q = \\partial L/\\partial q - \\frac{d}{dt}\\big|_v \\partial L/\\partial v + F^e$ (2.10) from JVPs
-    of $(\\partial L/\\partial q, \\partial L/\\partial v)$ along $(1, v)$ in $(t, q)$ and along fibre
-    directions in $v$; also whether $M$ is structurally diagonal.
+    """$M = \\partial^2 L/\\partial v^2$ and $Q$ (2.10) (`_system.mass_times`,
+    `_system.coordinate_force`) and the structural nonzero pattern of $M$.
 
-    The directions are the $e_j$ when tracing; if the structural pattern of $M$ lets several
+    The fibre directions are the $e_j$ when tracing; if the structural pattern of $M$ lets several
     columns share a direction (a diagonal $M$: one direction, $M\\mathbf 1$), $M$ is evaluated
     from those fewer directions instead (compressed Hessian)."""
     n = q.shape[0]
-    patterns, (Lq, mixed, M) = _traced(_lagrangian_derivatives, system, t, q, v, tuple(range(n)))
-    pattern = patterns[2]
-    diagonal = not np.any(pattern & ~np.eye(n, dtype=bool))
+    patterns, (Q, M) = _traced(_lagrangian_derivatives, system, t, q, v, tuple(range(n)))
+    pattern = patterns[1]
     n_colors, colors = _coloring(pattern)
     if n_colors < n:
-        Lq, mixed, compressed = _lagrangian_derivatives(system, t, q, v, tuple(colors.tolist()))
+        Q, compressed = _lagrangian_derivatives(system, t, q, v, tuple(colors.tolist()))
         M = jnp.where(pattern, compressed[colors].T, 0.0)  # M_ij from the seed of j's colour
-    return M, Lq - mixed + system.external_force(t, q, v), diagonal
+    return M, Q, pattern
 
 
 @eqx.filter_jit
@@ -297,20 +264,6 @@ def _constraint_stages(system: LagrangianSystem, t, q, v):
     return phi, A, b, pattern
 
 
-# (A M⁻¹ Cᵀ) from its structurally nonzero terms when these are fewer than a dense product's / 4
-_SPARSE_GRAM_FACTOR = 4
-
-
-def _gram_entries(A_pattern, C_pattern) -> tuple | None:
-    """The index triples $(i, j, l)$ with $A_{il} C_{jl}$ not structurally zero, or None if a dense
-    product is cheaper."""
-    k, n = A_pattern.shape
-    i, j, l = np.nonzero(A_pattern[:, None, :] & C_pattern[None, :, :])
-    if _SPARSE_GRAM_FACTOR * i.size > k * k * n:
-        return None
-    return tuple(i.tolist()), tuple(j.tolist()), tuple(l.tolist())
-
-
 def assemble(system: LagrangianSystem, state: State, t: RealScalarLike = 0.0, *, checks: bool = True) -> Stages:
     """Compute the shared stages at `(t, state)`; shape errors raise before tracing.
 
@@ -334,14 +287,14 @@ def _assemble(system: LagrangianSystem, state: State, t, checks: bool) -> Stages
     # a nested jit: every evaluation of the stages in one program (the integrator's stages, the
     # initial step, the precondition checks of `simulate`) reuses one trace
     q, v = state.q, state.v
-    M, Q, diagonal = _mass_and_force(system, t, q, v)
-    M_cho = jnp.diag(jnp.sqrt(jnp.diagonal(M))) if diagonal else la.cholesky(M)
+    M, Q, M_pattern = _mass_and_force(system, t, q, v)
+    mass = mass_operator(M, M_pattern)
     F0 = system.known_work_force(t, q, v)
-    structure = dict(mass_diagonal=diagonal)
     if system.constraint is None:
         A = jnp.zeros((0, q.shape[0]), q.dtype)
         phi = b = jnp.zeros((0,), q.dtype)
-        C, ideal = A, True
+        A_rows = C_rows = DenseRows(A)
+        gram, ideal = DenseGram(), True
     else:
         phi, A, b, A_pattern = _constraint_stages(system, t, q, v)
         ideal = system.work_space is None
@@ -349,19 +302,17 @@ def _assemble(system: LagrangianSystem, state: State, t, checks: bool) -> Stages
             C, C_pattern = A, A_pattern
         else:
             C_pattern, C = _traced(_call, system.work_space.annihilator_matrix, t, q, v)
-        structure.update(
-            gram_entries=_gram_entries(A_pattern, C_pattern) if diagonal else None,
-            A_rows=_ell(A_pattern), C_cols=_ell(C_pattern.T),
-        )
+        A_rows, C_rows = rows_operator(A, A_pattern), columns_operator(C, C_pattern)
+        gram = mass.gram(A_pattern, C_pattern)
     stages = Stages(
-        system=system, state=state, t=t, M=M, M_cho=M_cho, Q=Q, F0=F0, phi=phi, A=A, b=b, C=C,
-        ideal=ideal, checked=checks, **structure,
+        system=system, state=state, t=t, mass=mass, Q=Q, F0=F0, phi=phi, A_rows=A_rows, b=b,
+        C_rows=C_rows, gram=gram, ideal=ideal, checked=checks,
     )
     if not checks:
         return stages
     # the conditions of `assemble` in the table of `_checks`; the first that fails raises. Every
     # stage carries the check, so that it is not dead code whichever of them a solver uses.
-    M, M_cho, Q, F0, A, b, C = checked(At(stages), (M, M_cho, Q, F0, A, b, C))
-    return dataclasses.replace(
-        stages, M=M, M_cho=M_cho, Q=Q, F0=F0, A=A, b=b, C=A if ideal else C
+    mass, Q, F0, A_rows, b, C_rows = checked(
+        At(stages), (stages.mass, Q, F0, stages.A_rows, b, stages.C_rows)
     )
+    return dataclasses.replace(stages, mass=mass, Q=Q, F0=F0, A_rows=A_rows, b=b, C_rows=C_rows)

@@ -300,7 +300,8 @@ class LagrangianSystem(eqx.Module):
 
     def mass_matrix(self, state: State, t: RealScalarLike = 0.0) -> Float[Array, "n n"]:
         """$M = \\partial^2 L / \\partial v \\partial v$ (thesis §3.1)."""
-        return jax.hessian(self.L, argnums=2)(t, state.q, state.v)
+        v = state.v
+        return mass_times(self, t, state.q, v, jnp.eye(v.shape[0], dtype=v.dtype)).T
 
     def momentum(self, state: State, t: RealScalarLike = 0.0) -> Float[Array, " n"]:
         """$\\partial L / \\partial v$, the fibre part of the Legendre map."""
@@ -328,12 +329,7 @@ class LagrangianSystem(eqx.Module):
     def generalized_force(self, state: State, t: RealScalarLike = 0.0) -> Float[Array, " n"]:
         """$Q$ with $M a_U = Q$: $\\partial L/\\partial q - (\\partial^2 L/\\partial v \\partial q) v
         - \\partial_t \\partial L/\\partial v + F^e$ (the coordinate form (2.10) of (2.9))."""
-        q, v = state.q, state.v
-        dLdv = jax.grad(self.L, argnums=2)
-        t = jnp.asarray(t, q.dtype)
-        # d/dt (∂L/∂v) at fixed v along (t, q) -> (t + s, q + s v): the mixed and ∂_t terms at once
-        _, mixed = jax.jvp(lambda t_, q_: dLdv(t_, q_, v), (t, q), (jnp.ones_like(t), v))
-        return jax.grad(self.L, argnums=1)(t, q, v) - mixed + self.external_force(t, q, v)
+        return coordinate_force(self, jnp.asarray(t, state.q.dtype), state.q, state.v)
 
     def energy_differential(self, state: State, t: RealScalarLike = 0.0) -> Float[Array, " two_n"]:
         """$dE_L$ as a 1-form on $TQ$ ($2n$ components)."""
@@ -371,3 +367,25 @@ class LagrangianSystem(eqx.Module):
         if self.constraint is None:
             return jnp.zeros((0,), state.q.dtype)
         return self.constraint.position_residual(t, state.q)
+
+
+# -- the coordinate form (2.10): the one derivation of M and Q, shared with `assemble` ------------
+
+
+def mass_times(system: LagrangianSystem, t, q, v, seeds: Float[Array, "s n"]) -> Float[Array, "s n"]:
+    """$M e$ for each row $e$ of `seeds`, $M = \\partial^2 L/\\partial v^2$ (thesis §3.1): JVPs of
+    $\\partial L/\\partial v$ along fibre directions (the identity gives $M$, rows of colour seeds
+    a compressed $M$)."""
+    along = lambda e: jax.jvp(lambda v_: jax.grad(system.L, argnums=2)(t, q, v_), (v,), (e,))[1]
+    return jax.vmap(along)(seeds)
+
+
+def coordinate_force(system: LagrangianSystem, t, q, v) -> Float[Array, " n"]:
+    """$Q = \\partial L/\\partial q - \\frac{d}{dt}\\big|_v \\partial L/\\partial v + F^e$ with
+    $M a_U = Q$ (the coordinate form (2.10) of (2.9))."""
+    dL = jax.grad(system.L, argnums=(1, 2))
+    # d/dt|_v ∂L/∂v along (t, q) -> (t + s, q + s v): the mixed and ∂_t terms of (2.10) at once, a
+    # JVP in (t, q) at fixed v, so that a second v-derivative that is not finite (L not twice
+    # differentiable in v) shows in M only, not in Q
+    (Lq, _), (_, mixed) = jax.jvp(lambda t_, q_: dL(t_, q_, v), (t, q), (jnp.ones_like(t), v))
+    return Lq - mixed + system.external_force(t, q, v)

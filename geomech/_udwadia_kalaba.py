@@ -8,6 +8,7 @@ from jaxtyping import Array, Float
 from ._bundle import State
 from ._custom_types import RealScalarLike
 from ._dynamics import check_solver, constrained_acceleration
+from ._operators import weighted_solve
 from ._solver._base import AbstractSolver
 from ._solver._projection import Projection
 from ._stages import Stages, assemble
@@ -25,9 +26,9 @@ def udwadia_kalaba_split(
     $\\langle,\\rangle_{M^{-1}}$-orthogonal projection onto $M\\mathcal{D}$ (5.36), so it depends
     only on the work of $F$ on $\\mathcal{D}$ (Observation 14).
     """
-    A = stages.A
-    MinvAT = stages.solve_M(A.T)
-    F_id = A.T @ jnp.linalg.solve(A @ MinvAT, MinvAT.T @ F)  # (5.28)
+    A = stages.A_rows
+    lam, _ = weighted_solve(stages.mass, A, A, A.mv(stages.solve_M(F)))
+    F_id = A.rmv(lam)  # (5.28)
     return F_id, F - F_id  # (5.8)
 
 

@@ -9,6 +9,8 @@ import jaxtyping
 import pytest
 
 jax.config.update("jax_enable_x64", True)
+# implicit rank promotion (a (n,) array against an (n, 1) one) is an error in the tests, as in diffrax's
+jax.config.update("jax_numpy_rank_promotion", "raise")
 # the `geomech` command keeps compiled programs in the user's cache directory: never in the tests
 os.environ["GEOMECH_CACHE_DIR"] = tempfile.mkdtemp(prefix="geomech-test-cache-")
 atexit.register(shutil.rmtree, os.environ["GEOMECH_CACHE_DIR"], True)

@@ -296,8 +296,8 @@ def perturbed_states(state, t, count, seed, scale=0.3, dt=0.25):
     rng = np.random.default_rng(seed)
     n = state.q.shape[0]
     dq, dv = (scale * rng.normal(size=(count, n)) for _ in range(2))
-    q = jnp.concatenate([state.q[None], state.q + dq])
-    v = jnp.concatenate([state.v[None], state.v + dv])
+    q = jnp.concatenate([state.q[None], state.q[None] + dq])
+    v = jnp.concatenate([state.v[None], state.v[None] + dv])
     ts = jnp.concatenate([jnp.full((1,), t, q.dtype), jnp.full((count,), t + dt, q.dtype)])
     return gm.State(q, v), ts
 

@@ -100,7 +100,7 @@ def test_consistent_state_random_systems(seed):
     dv = 0.2 * jax.random.normal(key_v, (4, 5)).at[0].set(0.0)
     mask_q = jnp.zeros(5).at[FREE_Q].set(1.0)  # perturb only the free entries
     mask_v = jnp.zeros(5).at[FREE_V].set(1.0)
-    starts = gm.State(state.q + dq * mask_q, state.v + dv * mask_v)
+    starts = gm.State(state.q[None] + dq * mask_q[None], state.v[None] + dv * mask_v[None])
     out = consistent_batch(system, starts, t)
     for i in range(4):
         s = gm.State(out.q[i], out.v[i])

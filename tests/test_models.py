@@ -290,7 +290,7 @@ def test_conserved_quantities_holonomic():
         ],
         1,
     )  # (91)
-    np.testing.assert_allclose(jnp.array([dp.m1, dp.m1, dp.m2, dp.m2]) * d["a"], rhs, atol=1e-9)
+    np.testing.assert_allclose(jnp.array([[dp.m1, dp.m1, dp.m2, dp.m2]]) * d["a"], rhs, atol=1e-9)
 
 
 def test_rolling_disk_unstabilized_drift(record_property):

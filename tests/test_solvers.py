@@ -166,7 +166,7 @@ def test_states_drawn_by_hypothesis_match_reference(d, t):
     rows, W by a basis, known work, time dependent), Projection, Kane and the multipliers equal the
     reference (the compiled batch of four states is reused)."""
     c = case("random_mixed")
-    states = gm.State(c.states.q[0] + d[0], c.states.v[0] + d[1])
+    states = gm.State(c.states.q[0][None] + d[0], c.states.v[0][None] + d[1])
     ts = jnp.full((4,), t)
     _, accs, _ = _solve_all(c.system, states, ts, solvers_for("random_mixed"))
     R = ref.solve(c.problem, ts, states.q, states.v)
@@ -221,7 +221,7 @@ def test_vmap_pendulum_closed_form():
     out = _solve_all(system, gm.State(q, v), jnp.zeros(5), solvers_for("pendulum_linear"))[1]
     # a = g x̂ - (|v|²/l + g x/l) q/l  (tension along -r̂, x down)
     lam = (jnp.sum(v**2, 1) / model.l + model.g * q[:, 0] / model.l) / model.l
-    a_exact = jnp.array([model.g, 0.0]) - lam[:, None] * q
+    a_exact = jnp.array([[model.g, 0.0]]) - lam[:, None] * q
     for key, a in out.items():
         assert a.shape == (5, 2)
         assert_rel_close(a, a_exact, msg=key)
@@ -341,7 +341,7 @@ def test_lemma4_and_observation13(name):
     assert_rel_close(stages.a_0 + stages.project_D(B[:, :m]) @ y[:m], a_R)
     P = stages.project_D(stages.W_basis)  # Observation 13
     assert_small(stages.A @ P, jnp.linalg.norm(stages.A) * jnp.linalg.norm(P), tol=1e-12)
-    s = jnp.linalg.svd(P / jnp.linalg.norm(P, axis=0), compute_uv=False)
+    s = jnp.linalg.svd(P / jnp.linalg.norm(P, axis=0, keepdims=True), compute_uv=False)
     assert float(s[-1]) > 1e-3
 
 
@@ -498,7 +498,7 @@ def test_accelerations_and_their_jacobians_at_small_and_large_n(n):
     f = eqx.filter_jit(jax.vmap(accelerations))
     for j in (0, n - 1, n, 2 * n - 1):
         e = jnp.zeros(2 * n).at[j].set(h)
-        fd = (f(qv + e, ts) - f(qv - e, ts)) / (2 * h)
+        fd = (f(qv + e[None], ts) - f(qv - e[None], ts)) / (2 * h)
         for i, key in enumerate(solvers):
             msg = f"d a_R / d x_{j} ({key})"
             assert_rows_close(jac[:, i, :, j], fd[:, i], 1e-6, msg, floor=1.0)

@@ -28,6 +28,15 @@ from random_systems import random_system
 
 import geomech as gm
 import geomech.models as gmm
+from geomech._operators import (
+    DenseGram,
+    DenseMass,
+    DenseRows,
+    DiagonalMass,
+    EllColumns,
+    EllRows,
+    SparseGram,
+)
 from geomech._sparsity import nonzero_pattern
 from geomech._stages import _coloring, _seeds
 
@@ -67,8 +76,8 @@ def _compare(system, state, t, solvers):
     return (
         accs,
         plain_acceleration(system, state, t),
-        stages.mass_diagonal,
-        stages.gram_entries is not None,
+        isinstance(stages.mass, DiagonalMass),
+        isinstance(stages.gram, SparseGram),
     )
 
 
@@ -283,14 +292,14 @@ def test_fast_paths_match_plain_formulas(name):
 
 @pytest.mark.parametrize("name", ["chain", "diag_generalized_shifted"])
 def test_sparse_products_match_dense(name):
-    """$A u$ and $C^\\top z$ from the nonzeros of each row of $A$ and column of $C$ (`A_rows`,
-    `C_cols`: what the projection (3.20) uses) equal the dense products, for vectors and matrices
+    """$A u$ and $C^\\top z$ from the nonzeros of each row of $A$ and column of $C$ (`EllRows`,
+    `EllColumns`: what the projection (3.20) uses) equal the dense products, for vectors and matrices
     (the projector $\\Pi_D$ applies them to the identity)."""
     system, state, t = SYSTEMS[name][0]()
     st = gm.assemble(system, state, t, checks=False)
-    assert st.A_rows is not None  # the sparse path is the one tested
+    assert isinstance(st.A_rows, EllRows)  # the sparse path is the one tested
     # columns of C: at most 2 of k = 5 nonzero for the chain, up to 2 of k = 3 (dense enough) when shifted
-    assert (st.C_cols is not None) == (name == "chain")
+    assert isinstance(st.C_rows, EllColumns if name == "chain" else DenseRows)
     keys = jax.random.split(jax.random.PRNGKey(3), 4)
     for u in (jax.random.normal(keys[0], (st.n,)), jax.random.normal(keys[1], (st.n, 3))):
         np.testing.assert_allclose(st.A_times(u), st.A @ u, rtol=1e-13, atol=1e-13)
@@ -328,7 +337,7 @@ def test_column_coloring_is_valid_and_as_small_as_known(pattern, colors):
 
 
 def _detected(L, n=3, constraint=None):
-    """(mass_diagonal, gram_entries is not None) as `simulate` sees them: inside `jit`, with every
+    """(diagonal M, sparse A M⁻¹ Cᵀ) as `simulate` sees them: inside `jit`, with every
     array of the system traced."""
     system = gm.LagrangianSystem(
         L, constraint=constraint or gm.LinearConstraint(lambda q: jnp.ones((1, q.shape[0])))
@@ -338,9 +347,43 @@ def _detected(L, n=3, constraint=None):
     @eqx.filter_jit
     def go(system, state):
         st = gm.assemble(system, state, 0.0, checks=False)
-        return st.mass_diagonal, st.gram_entries is not None, gm.Projection().acceleration(st)
+        diagonal, sparse = isinstance(st.mass, DiagonalMass), isinstance(st.gram, SparseGram)
+        return diagonal, sparse, gm.Projection().acceleration(st)
 
     return go(system, state)
+
+
+@pytest.mark.parametrize(
+    "L, rows, mass, A_type, C_type, gram",
+    [
+        # diagonal M, A with one nonzero in each row and column: every sparse path
+        (lambda q, v: 0.5 * jnp.sum((1.0 + q**2) * v**2), np.eye(2, 4), DiagonalMass, EllRows, EllColumns, SparseGram),
+        # a coupled (dense) M: a Cholesky solve and the dense Gram product
+        (lambda q, v: 0.5 * v @ v + 0.3 * v[0] * v[1], np.eye(2, 4), DenseMass, EllRows, EllColumns, DenseGram),
+        # sparse rows, full columns: Cᵀ z by a dense product, too many Gram terms for the sparse sum
+        (lambda q, v: 0.5 * v @ v, np.array([[1, 1, 0, 0], [1, 1, 0, 0]]), DiagonalMass, EllRows, DenseRows, DenseGram),
+        # a full row of A: dense products (a diagonal M is still solved by division)
+        (lambda q, v: 0.5 * v @ v, np.ones((1, 4)), DiagonalMass, DenseRows, DenseRows, DenseGram),
+    ],
+)
+def test_operator_types_chosen_by_structure(L, rows, mass, A_type, C_type, gram):
+    """`assemble` picks the operator of $M$, of the rows of $A$, of the columns of $C = A$ and of
+    $A M^{-1} C^\\top$ from the structure (the type decides the algorithm), and the stages give
+    the dense formulas' values."""
+    R = jnp.asarray(rows * (1.0 + np.arange(rows.size).reshape(rows.shape)))
+    system = gm.LagrangianSystem(L, constraint=gm.LinearConstraint(lambda q: R))
+    q = jnp.array([0.1, -0.2, 0.3, 0.4])
+    v = jnp.array([1.0, 0.5, -0.5, 0.2])
+    v = v - R.T @ jnp.linalg.solve(R @ R.T, R @ v)  # on the constraint
+    st = gm.assemble(system, gm.State(q, v))
+    assert (type(st.mass), type(st.A_rows), type(st.C_rows), type(st.gram)) == (mass, A_type, C_type, gram)
+    M = jax.hessian(L, argnums=1)(q, v)
+    np.testing.assert_allclose(st.M, M, rtol=1e-14)
+    np.testing.assert_allclose(st.solve_M(R.T), jnp.linalg.solve(M, R.T), rtol=1e-13)
+    np.testing.assert_allclose(st.schur(), R @ jnp.linalg.solve(M, R.T), rtol=1e-13)
+    u, z = jnp.arange(4.0) - 1.5, jnp.arange(R.shape[0]) + 1.0
+    np.testing.assert_allclose(st.A_times(u), R @ u, rtol=1e-14)
+    np.testing.assert_allclose(st.C_transpose_times(z), R.T @ z, rtol=1e-14)
 
 
 class Coupled(eqx.Module):

@@ -204,7 +204,7 @@ def test_cetaev_is_multiplier_form_36():
     G = jax.jacfwd(Psi, argnums=1)(r, rd)  # A = C = ∇_ṙ Ψ (36)
     b = -jax.jacfwd(Psi, argnums=0)(r, rd) @ rd
     F = -jax.grad(V)(r)
-    lam = jnp.linalg.solve(G / m @ G.T, b - G @ (F / m))  # m r̈ = F + Gᵀλ, G r̈ = b (38)
+    lam = jnp.linalg.solve(G / m[None, :] @ G.T, b - G @ (F / m))  # m r̈ = F + Gᵀλ, G r̈ = b (38)
     at = eqx.filter_jit(
         lambda sys, s: (
             gm.acceleration(sys, s),

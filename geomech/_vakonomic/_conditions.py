@@ -11,6 +11,7 @@ from .._bundle import State
 from .._custom_types import RealScalarLike
 from .._dynamics import acceleration as cetaev_acceleration
 from .._dynamics import multipliers as cetaev_multipliers
+from .._operators import weighted_solve
 from .._stages import assemble
 from .._system import LagrangianSystem
 from ._dynamics import check_vakonomic_system, constraint_function, omega_matrix
@@ -42,8 +43,8 @@ def _rho(system, state, t, a, omega):
             system, omega, stages
         )  # (62): 𝒟_1 g_ν = 𝒟 g_ν − Σ_h ∂g_ν/∂v_h ω_{h,j}
     # ϱ minimizing |𝒟g_ν − Σ_σ ϱ_νσ G_σ| in the kinetic metric M⁻¹ on covectors (invariant)
-    MinvGT = stages.solve_M(G.T)
-    rho = jnp.linalg.solve(G @ MinvGT, (Dg @ MinvGT).T).T
+    lam, _ = weighted_solve(stages.mass, stages.A_rows, stages.A_rows, G @ stages.solve_M(Dg.T))
+    rho = lam.T
     R = Dg - rho @ G
     return stages, rho, R
 

@@ -106,17 +106,15 @@ def vakonomic_kkt(stages: Stages, mu, omega, modified):
     mu_g = multiplier_lagrangian(stages, mu)  # L + μ·g: its v-Hessian and generalized force (58)
     M_mu = vakonomic_mass_matrix(stages, mu_g)
     f_mu = stages.Q + mu_g.generalized_force(state, t)
-    G, b = stages.A, stages.b
+    G = stages.A
     if omega is not None:
         Om = omega_matrix(system, omega, stages)
         p = G.T @ mu  # (52)B: + Σ_ν μ_ν Σ_h ∂g_ν/∂v_h ω_{h,j}
         if modified:
             p = p + system.momentum(state, t)  # (60): + Σ_h ∂L/∂v_h ω_{h,j}
         f_mu = f_mu + Om.T @ p
-    n, k = stages.n, stages.k
-    K = jnp.block([[M_mu, G.T], [G, jnp.zeros((k, k), M_mu.dtype)]])
-    x = jnp.linalg.solve(K, jnp.concatenate([f_mu, b]))
-    return x[:n], x[n:], M_mu
+    a, mu_dot = stages.solve_saddle(M_mu, -G, f_mu)  # [[M_mu, Gᵀ], [G, 0]] (a, μ̇) = (f_mu, b)
+    return a, mu_dot, M_mu
 
 
 def default_impasse_tol(dtype) -> float:
