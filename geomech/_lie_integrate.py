@@ -23,6 +23,7 @@ from diffrax import (
     AbstractSolver,
     AbstractTerm,
     AbstractWrappedSolver,
+    BacksolveAdjoint,
 )
 
 from ._bundle import State
@@ -109,6 +110,10 @@ class MuntheKaas(AbstractWrappedSolver):
     def term_compatible_contr_kwargs(self):
         return self.solver.term_compatible_contr_kwargs
 
+    @property
+    def scan_kind(self):  # set through this by diffrax's adjoints and `ForwardMode` (`_engine`)
+        return self.solver.scan_kind
+
     def order(self, terms):
         return self.solver.order(terms)
 
@@ -157,14 +162,22 @@ class MuntheKaas(AbstractWrappedSolver):
         return terms.vf(t0, y0, args)
 
 
-def on_group(integrator, manifold: AbstractManifold, name: str = "simulate") -> MuntheKaas:
+def on_group(integrator, manifold: AbstractManifold, adjoint, name: str = "simulate") -> MuntheKaas:
     """`integrator` as a Lie-group method on `manifold` (for `name`: `simulate` or
-    `simulate_vakonomic`); an error for an integrator that is not an explicit Runge–Kutta one."""
+    `simulate_vakonomic`); an error, before tracing, for an integrator that is not an explicit
+    Runge–Kutta one and for `diffrax.BacksolveAdjoint`."""
     if not isinstance(integrator, AbstractRungeKutta) or isinstance(
         integrator, AbstractImplicitSolver
     ):
         raise ValueError(
             f"on a Lie group {name} integrates with an explicit diffrax Runge–Kutta method "
             f"(Runge–Kutta–Munthe-Kaas), e.g. diffrax.Tsit5(); got {type(integrator).__name__}."
+        )
+    if isinstance(adjoint, BacksolveAdjoint):
+        raise ValueError(
+            f"diffrax.BacksolveAdjoint is not available on Lie groups ({name}): it integrates "
+            "the adjoint equations backwards in a vector space, not on the group. Use the "
+            "default diffrax.RecursiveCheckpointAdjoint() (reverse mode) or "
+            "diffrax.ForwardMode() (jax.jacfwd)."
         )
     return MuntheKaas(integrator, manifold)

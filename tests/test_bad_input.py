@@ -429,6 +429,7 @@ CASES: list[tuple[str, Callable, object]] = [
     ("vakonomic-throw-str", _vak(throw="yes"), raises(TypeError, r"throw must be True or False, got 'yes'")),
     ("vakonomic-mu0-nan", _vak(mu0=jnp.array([jnp.nan])), raises(ValueError, r"trajectory: the initial multipliers mu0 of gm.simulate_vakonomic have NaN or inf entries: give finite mu0")),
     ("vakonomic-modified-without-omega", _vak(modified=True), raises(ValueError, r"modified=True is the variant \(60\) of model B2: it needs omega")),
+    ("backsolve-on-group", _sim(SUSLOV, ON_SUSLOV, adjoint=diffrax.BacksolveAdjoint()), raises(ValueError, r"diffrax.BacksolveAdjoint is not available on Lie groups \(simulate\)")),
     ("vakonomic-omega-on-group", _vak(SUSLOV, ON_SUSLOV, omega=lambda R, w: jnp.eye(3)), raises(ValueError, r"omega \(model B2, .*\) is a matrix in coordinates q: it is not available on Lie groups")),
     ("vakonomic-implicit-on-group", _vak(SUSLOV, ON_SUSLOV, integrator=diffrax.Kvaerno5()), raises(ValueError, r"on a Lie group simulate_vakonomic integrates with an explicit diffrax Runge")),
     ("vakonomic-off-C-on-group", _vak(SUSLOV, gm.State(ON_SUSLOV.q, jnp.array([1.0, 1e-3, 0.5]))), raises(ValueError, r"simulate_vakonomic: .*the trajectory: the state is off the constraint manifold C")),

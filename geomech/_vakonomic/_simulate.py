@@ -216,7 +216,7 @@ def simulate_vakonomic(
     check_omega(system, omega, modified)
     if system.on_group:
         # Runge–Kutta–Munthe-Kaas on (q, v) with μ carried beside (in the centred chart)
-        integrator = lie_integrator(integrator, system.manifold, "simulate_vakonomic")
+        integrator = lie_integrator(integrator, system.manifold, adjoint, "simulate_vakonomic")
     dtype = y0.v.dtype
     if mu0 is not None:
         given = mu0.dtype if hasattr(mu0, "dtype") else np.asarray(mu0).dtype
