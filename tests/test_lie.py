@@ -322,6 +322,96 @@ def test_simulate_on_a_product_with_rolling_constraint():
     assert not np.allclose(xs[-1], xs[0])  # it moved
 
 
+# -- symmetry and a user basis on a group ------------------------------------------------------------
+
+
+def vertical_rotations():
+    """Rotations about the spatial e₃ acting on SO(3) by left multiplication, from the group
+    action itself (`from_group_action`), and the generator written out: ξ_Q(R) = Rᵀe₃."""
+    by_action = gm.LieAlgebraAction.from_group_action(lambda g, R: jaxlie.SO3.exp(g[0] * E3) @ R, 1)
+    return by_action, gm.LieAlgebraAction(lambda R: R.inverse().apply(E3)[:, None])
+
+
+def test_heavy_top_vertical_angular_momentum():
+    """The heavy top with the rotations about the vertical: J^nh = (Iω)·(Rᵀe₃), the vertical
+    angular momentum; the momentum equation as equations of motion (`NonholonomicMomentum`)
+    gives Euler–Poisson's acceleration, and J is conserved along its motion."""
+    I = random_inertia(np.random.default_rng(11))
+    top = gm.LagrangianSystem(rigid_body(I, 1.3), manifold=gm.SO3())
+    by_action, written_out = vertical_rotations()
+    R, w = random_states(np.random.default_rng(12))
+    gamma = jax.vmap(lambda R: R.inverse().apply(E3))(R)
+    np.testing.assert_allclose(jax.vmap(by_action)(R)[..., 0], gamma, atol=1e-14)
+    J = jax.vmap(lambda R, w: gm.nonholonomic_momentum(top, gm.State(R, w), by_action, xi=jnp.ones(1)))(R, w)
+    np.testing.assert_allclose(J, jnp.einsum("bi,ij,bj->b", w, I, gamma), rtol=1e-13)
+    expected = jnp.linalg.solve(I, (jnp.cross(w @ I, w) + 1.3 * jnp.cross(gamma, E3)).T).T
+    for action in (by_action, written_out):
+        jax.vmap(lambda R, w, a=action: gm.check_invariance(top, gm.State(R, w), a))(R, w)
+        a = jax.vmap(lambda R, w, a=action: gm.acceleration(top, gm.State(R, w), gm.NonholonomicMomentum(a)))(R, w)
+        np.testing.assert_allclose(a, expected, rtol=1e-11, atol=1e-12)
+    y0 = gm.State(jaxlie.SO3.exp(jnp.array([0.3, -0.7, 1.1])), jnp.array([0.2, -0.4, 2.9]))
+    sol = gm.simulate(
+        top, y0, 0.0, 3.0, solver=gm.NonholonomicMomentum(written_out), rtol=1e-10, atol=1e-10,
+        saveat=diffrax.SaveAt(ts=jnp.linspace(0.0, 3.0, 7)),
+    )
+    J = jax.vmap(lambda R, w: (I @ w) @ R.inverse().apply(E3))(sol.states.q, sol.states.v)
+    np.testing.assert_allclose(J, J[0], rtol=1e-8)
+    assert float(jnp.max(jnp.abs(sol.states.v - y0.v))) > 0.1  # it moved
+
+
+def test_momentum_equation_on_so3_with_a_constraint_and_a_force():
+    """The Suslov problem (ω₂ = 0) with a damping torque F^e = −cω and the rotations of space
+    (left multiplication, ξ_Q(R) = Rᵀξ, r = 3): along the curve ξ(t) = R(t)u in g_W (u ⊥ e₂ in
+    the body), dJ^nh(ξ(t))/dt computed from each solver's acceleration equals the right-hand
+    side of (4.11), D_vL([ξ̇]_Q) + F^e(ξ_Q) = Iω·(ω × u) − cω·u."""
+    I, c = random_inertia(np.random.default_rng(13)), 0.7
+    space = gm.LieAlgebraAction(lambda R: R.inverse().as_matrix())
+    suslov = gm.LagrangianSystem(
+        rigid_body(I), force=lambda R, w: -c * w,
+        constraint=gm.LinearConstraint(lambda R: jnp.array([[0.0, 1.0, 0.0]])), manifold=gm.SO3(),
+    )
+    u = jnp.array([jnp.cos(0.4), 0.0, jnp.sin(0.4)])
+    R, w = random_states(np.random.default_rng(14))
+    w = w.at[:, 1].set(0.0)
+    for name, solver in {**SOLVERS, "momentum": gm.NonholonomicMomentum(space)}.items():
+        for b in range(3):
+            Rb, wb = jaxlie.SO3(R.wxyz[b]), w[b]
+            a = gm.acceleration(suslov, gm.State(Rb, wb), solver)
+
+            def J(s, Rb=Rb, wb=wb, a=a):  # J^nh(ξ(t)) along R(t) = R exp(sω), ω(t) = ω + s a
+                Rs = Rb @ jaxlie.SO3.exp(s * wb)
+                return gm.nonholonomic_momentum(suslov, gm.State(Rs, wb + s * a), space, xi=Rs.apply(u))
+
+            dJ = jax.jvp(J, (0.0,), (1.0,))[1]
+            rhs = (I @ wb) @ jnp.cross(wb, u) - c * wb @ u
+            np.testing.assert_allclose(dJ, rhs, rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def test_kane_user_basis_on_a_group():
+    """`Kane(basis=fn)` on SO(3): `fn` receives the point R and returns body velocities spanning
+    W (here depending on R); the Suslov acceleration as Lagrange's multipliers give it. A basis
+    with a column off W is reported."""
+    I = random_inertia(np.random.default_rng(15))
+    suslov = gm.LagrangianSystem(
+        rigid_body(I), constraint=gm.LinearConstraint(lambda R: jnp.array([[0.0, 1.0, 0.0]])),
+        manifold=gm.SO3(),
+    )
+
+    def basis(R, w):
+        gamma = R.inverse().apply(E3)
+        return jnp.stack([jnp.array([1.0 + 0.5 * gamma[0], 0.0, 0.5 * gamma[2]]), jnp.array([0.0, 0.0, 1.0])], 1)
+
+    R, w = random_states(np.random.default_rng(16))
+    w = w.at[:, 1].set(0.0)
+    e2 = jnp.array([[0.0, 1.0, 0.0]])
+    expected = jax.vmap(lambda w: kkt(I, jnp.cross(I @ w, w), e2, jnp.zeros(1)))(w)
+    a = jax.vmap(lambda R, w: gm.acceleration(suslov, gm.State(R, w), gm.Kane(basis=basis)))(R, w)
+    np.testing.assert_allclose(a, expected, rtol=1e-11, atol=1e-12)
+    off_W = gm.Kane(basis=lambda R, w: jnp.stack([R.inverse().apply(E3), jnp.array([0.0, 0.0, 1.0])], 1))
+    with pytest.raises(Exception, match="do not form a basis of W"):
+        gm.acceleration(suslov, gm.State(jaxlie.SO3.exp(jnp.array([0.3, 0.4, 0.1])), w[0]), off_W)
+
+
 def test_what_does_not_run_on_groups_yet_says_so():
     """Clear errors, before tracing, for what is not available on Lie groups."""
     system = gm.LagrangianSystem(
