@@ -218,7 +218,7 @@ def simulate(
     batched = system.check_state(y0, t0)
     check_solver(system, solver)
     if system.on_group:  # Runge–Kutta–Munthe-Kaas in the chart centred at each step's start
-        integrator = lie_integrator(integrator, system.manifold, stabilization)
+        integrator = lie_integrator(integrator, system.manifold, adjoint)
     run = prepare(
         system, y0, t0, t1, name="simulate", batched=batched, extra=3, integrator=integrator,
         saveat=saveat, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps,

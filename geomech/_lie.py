@@ -168,7 +168,9 @@ class Centred(eqx.Module):
     - `"qv"`: $f(q \\oplus \\psi, v)$ with $v = \\mathrm{dexp}(\\psi, \\dot\\psi)$ ($L$, $\\phi$);
     - `"covector"`: $J^\\top f(\\ldots)$ with $J = \\partial v/\\partial\\dot\\psi$ (forces, $F^0$);
     - `"rows"`: $f(q \\oplus \\psi)\\,J$, rows acting on $v$ (`LinearConstraint`'s $A(q)$);
-    - `"annihilator"`: $f(\\ldots)\\,J$; `"basis"`: $J^{-1} f(\\ldots)$ (a work space).
+    - `"annihilator"`: $f(\\ldots)\\,J$; `"basis"`: $J^{-1} f(\\ldots)$ (a work space);
+    - `"vectors"`: $J^{-1} f(q \\oplus \\psi)$, columns in the velocity convention (the
+        generators of a `LieAlgebraAction`).
 
     Called as `f(t, psi, psi_dot)` (or `f(t, psi)` for `"q"`, `"rows"`), like the user's
     function with `t` first; `t` reaches `fn` only if `time_dependent`."""
@@ -185,10 +187,12 @@ class Centred(eqx.Module):
         at = (lambda *a: self.fn(t, *a)) if self.time_dependent else self.fn
         if not callable(self.fn):  # a constant work space
             at = lambda *a: self.fn
-        if self.kind in ("q", "rows"):
+        if self.kind in ("q", "rows", "vectors"):
             out = jnp.asarray(at(point))
             if self.kind == "q":
                 return out
+            if self.kind == "vectors":
+                return _inverse_jacobian_times(m, psi, out)
             return _times_jacobian(m, psi, jnp.atleast_2d(out))
         v = m.dexp(psi, psi_dot)
         out = at(point, v)
@@ -199,8 +203,13 @@ class Centred(eqx.Module):
         out = jnp.asarray(out)
         if self.kind == "annihilator":
             return _times_jacobian(m, psi, jnp.atleast_2d(out))
-        columns = out[:, None] if out.ndim == 1 else out
-        return jax.vmap(lambda u: m.dexp_inverse(psi, u), in_axes=1, out_axes=1)(columns)
+        return _inverse_jacobian_times(m, psi, out)
+
+
+def _inverse_jacobian_times(manifold, psi, vectors: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
+    """$J^{-1}$ times each column of `vectors` (velocities $v$ to $\\dot\\psi$)."""
+    columns = vectors[:, None] if vectors.ndim == 1 else vectors
+    return jax.vmap(lambda u: manifold.dexp_inverse(psi, u), in_axes=1, out_axes=1)(columns)
 
 
 def _times_jacobian(manifold, psi, rows: Float[Array, "k n"]) -> Float[Array, "k n"]:
@@ -217,3 +226,23 @@ class Chart(eqx.Module):
 
     def __call__(self, fn, kind: str, time_dependent: bool) -> Centred:
         return Centred(fn, self.manifold, self.q, kind, time_dependent)
+
+
+def user_chart(system) -> tuple[Chart, bool] | None:
+    """For a system in the chart centred at a point (`LagrangianSystem.localized`, whose
+    Lagrangian is then a `Centred`): that chart and whether the user's functions take `t`, to put
+    more of the user's functions in it (a solver's basis or generators); `None` on coordinates."""
+    L = system.lagrangian
+    if not isinstance(L, Centred):
+        return None
+    return Chart(L.manifold, L.q), L.time_dependent
+
+
+def local_coordinates(q, p) -> Float[Array, " n"]:
+    """$\\psi$ with $p = q \\oplus \\psi$ for a point $p$ near $q$, by the structure of $q$:
+    $\\log(q^{-1}p)$ on a `jaxlie` group, $p - q$ on coordinates, concatenated for a tuple."""
+    if isinstance(q, jaxlie.MatrixLieGroup):
+        return (q.inverse() @ p).log()
+    if isinstance(q, tuple):
+        return jnp.concatenate([local_coordinates(a, b) for a, b in zip(q, p, strict=True)])
+    return p - q

@@ -6,10 +6,11 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, Float, PyTree
 
 from ._bundle import State
 from ._custom_types import RealScalarLike
+from ._lie import Centred, Chart, is_point, local_coordinates, point_shape, user_chart
 from ._linalg import rank_tolerance
 from ._stages import Stages
 from ._system import LagrangianSystem
@@ -20,10 +21,21 @@ class _GroupGenerators(eqx.Module):
     dim: int = eqx.field(static=True)
 
     def __call__(self, q):
-        g0 = jnp.zeros((self.dim,), jnp.result_type(q))
-        # ξ_Q(q) = d/ds φ(exp(sξ), q)|_{s=0}, one jvp per basis vector of the Lie algebra
-        xi_Q = lambda xi: jax.jvp(lambda g: self.phi(g, q), (g0,), (xi,))[1]
+        g0 = jnp.zeros((self.dim,), jax.tree_util.tree_leaves(q)[0].dtype)
+        # ξ_Q(q) = d/ds φ(exp(sξ), q)|_{s=0}, one jvp per basis vector of the Lie algebra; on a
+        # Lie group in the velocity convention: d/ds ψ(s) with φ(exp(sξ), q) = q ⊕ ψ(s)
+        moved = lambda g: local_coordinates(q, self.phi(g, q)) if is_point(q) else self.phi(g, q)
+        xi_Q = lambda xi: jax.jvp(moved, (g0,), (xi,))[1]
         return jax.vmap(xi_Q, out_axes=1)(jnp.eye(self.dim, dtype=g0.dtype))
+
+
+class _CentredGenerators(eqx.Module):
+    """Generators given on a Lie group, in the chart centred at a point (`Centred`, `"vectors"`)."""
+
+    centred: Centred
+
+    def __call__(self, psi):
+        return self.centred(None, psi)
 
 
 class LieAlgebraAction(eqx.Module):
@@ -33,7 +45,10 @@ class LieAlgebraAction(eqx.Module):
 
     **Arguments:**
 
-    - `generators`: `q -> (n, r)`, whose columns are $\\xi_Q$ for a basis of $\\mathfrak{g}$.
+    - `generators`: `q -> (n, r)`, whose columns are $\\xi_Q$ for a basis of $\\mathfrak{g}$;
+        on a Lie group `q` is the point (a `jaxlie` element, or a tuple for a product) and the
+        columns are velocities in the manifold's convention (body velocities: for SO(3) and
+        rotations about the spatial $e_3$, $\\xi_Q(R) = R^\\top e_3$).
 
     Build one from a group action with `LieAlgebraAction.from_group_action(phi, dim)`.
     """
@@ -48,20 +63,35 @@ class LieAlgebraAction(eqx.Module):
 
         - `phi`: `(g, q) -> q'`, with `g` of shape `(dim,)` in exponential coordinates (identity
             at `g = 0`, $\\exp(s\\xi) = s\\xi$), so
-            $\\xi_Q(q) = \\tfrac{d}{ds}\\varphi(s\\xi, q)|_{s=0}$.
+            $\\xi_Q(q) = \\tfrac{d}{ds}\\varphi(s\\xi, q)|_{s=0}$; on a Lie group `q'` is a
+            point (e.g. `jaxlie.SO3.exp(g) @ q`) and $\\xi_Q$ its velocity in the manifold's
+            convention.
         - `dim`: $\\dim G$.
         """
         return cls(_GroupGenerators(phi, dim))
 
-    def __call__(self, q: Float[Array, " n"]) -> Float[Array, "n r"]:
-        """$\\Xi(q)$: the generators $\\xi_Q(q)$ as columns."""
+    def __call__(self, q: Float[Array, " n"] | PyTree) -> Float[Array, "n r"]:
+        """$\\Xi(q)$: the generators $\\xi_Q(q)$ as columns (`q` a point of a group, or a tuple
+        of points, on a Lie group)."""
         X = jnp.asarray(self.generators(q))
-        if X.ndim != 2 or X.shape[0] != q.shape[0]:
+        n = point_shape(q)[1] if is_point(q) else q.shape[0]
+        if X.ndim != 2 or X.shape[0] != n:
             raise ValueError(
                 "the generators of a LieAlgebraAction must return an (n, r) = "
-                f"({q.shape[0]}, dim g) matrix, got shape {X.shape}."
+                f"({n}, dim g) matrix, got shape {X.shape}."
             )
         return X
+
+    def localized(self, chart: Chart) -> "LieAlgebraAction":
+        """This action in the chart `chart` centred at a point of a Lie group: generators of
+        $\\psi$, columns $\\dot\\psi = \\mathrm{dexp}^{-1}_{-\\psi}\\,\\xi_Q(q \\oplus \\psi)$."""
+        return LieAlgebraAction(_CentredGenerators(chart(self.generators, "vectors", False)))
+
+    def on(self, system: LagrangianSystem) -> "LieAlgebraAction":
+        """This action in the chart the (possibly localized) `system` is written in: itself on
+        coordinates, `localized` for a system in the chart centred at a point of a group."""
+        local = user_chart(system)
+        return self if local is None else self.localized(local[0])
 
     def lifted(self, q, v) -> tuple[Float[Array, "n r"], Float[Array, "n r"]]:
         """The generators of the lifted action on $TQ$:
@@ -114,7 +144,8 @@ def nonholonomic_momentum(
     `None`.
     """
     system.check_shapes(state, t)
-    J = momentum_components(system, jnp.asarray(t, state.q.dtype), state.q, state.v, action)
+    # on a Lie group: ∂L/∂v and the generators in the velocity convention, at the point itself
+    J = momentum_components(system, jnp.asarray(t, state.v.dtype), state.q, state.v, action)
     return J if xi is None else J @ jnp.asarray(xi)
 
 
@@ -143,5 +174,6 @@ def check_invariance(
     """Return `state` unchanged if $L$ is invariant under the lifted action at `state`
     (Prop. 6); raise an error otherwise (`eqx.error_if`, so it also works under `jit`)."""
     system.check_shapes(state, t)
-    bad = invariance_defect(system, jnp.asarray(t, state.q.dtype), state.q, state.v, action)
+    local, at = system.localized(state)  # on a Lie group: the chart centred at state.q
+    bad = invariance_defect(local, jnp.asarray(t, state.v.dtype), at.q, at.v, action.on(local))
     return eqx.error_if(state, bad, NOT_INVARIANT_MESSAGE)

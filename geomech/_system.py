@@ -157,15 +157,6 @@ class LagrangianSystem(eqx.Module):
         """Whether the configuration space has a Lie-group factor (points are not coordinates)."""
         return self.manifold is not None and not self.manifold.coordinates
 
-    def require_coordinates(self, what: str) -> None:
-        """A `ValueError` if the configuration space is a Lie group: `what` does not run there yet."""
-        if self.on_group:
-            raise ValueError(
-                f"{what} is not available on Lie groups yet (manifold {self.manifold}); the stages "
-                "(gm.acceleration, gm.constraint_force, ...) and gm.simulate are: see "
-                "docs/lie_groups.md."
-            )
-
     def localized(self, state: State) -> tuple["LagrangianSystem", State]:
         """This system in the chart centred at `state.q` and the state there, $(\\psi = 0, v)$
         (docs/lie_groups.md): every function $f(q, v)$ becomes $f(q \\oplus \\psi,

@@ -30,6 +30,7 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jaxlie
 import numpy as np
 import pytest
 import sympy as sp
@@ -157,6 +158,12 @@ SINGULAR_PAST = gm.LagrangianSystem(
     lambda q, v: 0.5 * v @ v, force=lambda q, v: jnp.where(q[0] > 0.35, jnp.nan, 0.0) * v
 )
 PARTICLE = gm.State(jnp.array([0.0]), jnp.array([1.0]))
+# the Suslov problem on SO(3): ω₂ = 0
+SUSLOV = gm.LagrangianSystem(
+    lambda R, w: 0.5 * w @ w, constraint=gm.LinearConstraint(lambda R: jnp.array([[0.0, 1.0, 0.0]])),
+    manifold=gm.SO3(),
+)
+ON_SUSLOV = gm.State(jaxlie.SO3.identity(), jnp.array([1.0, 0.0, 0.5]))
 
 
 def _sim(system=CIRCLE, y0=ON_CIRCLE, t0=0.0, t1=T1, **kw):
@@ -422,6 +429,11 @@ CASES: list[tuple[str, Callable, object]] = [
     ("vakonomic-throw-str", _vak(throw="yes"), raises(TypeError, r"throw must be True or False, got 'yes'")),
     ("vakonomic-mu0-nan", _vak(mu0=jnp.array([jnp.nan])), raises(ValueError, r"trajectory: the initial multipliers mu0 of gm.simulate_vakonomic have NaN or inf entries: give finite mu0")),
     ("vakonomic-modified-without-omega", _vak(modified=True), raises(ValueError, r"modified=True is the variant \(60\) of model B2: it needs omega")),
+    ("backsolve-on-group", _sim(SUSLOV, ON_SUSLOV, adjoint=diffrax.BacksolveAdjoint()), raises(ValueError, r"diffrax.BacksolveAdjoint is not available on Lie groups \(simulate\)")),
+    ("vakonomic-omega-on-group", _vak(SUSLOV, ON_SUSLOV, omega=lambda R, w: jnp.eye(3)), raises(ValueError, r"omega \(model B2, .*\) is a matrix in coordinates q: it is not available on Lie groups")),
+    ("vakonomic-implicit-on-group", _vak(SUSLOV, ON_SUSLOV, integrator=diffrax.Kvaerno5()), raises(ValueError, r"on a Lie group simulate_vakonomic integrates with an explicit diffrax Runge")),
+    ("vakonomic-off-C-on-group", _vak(SUSLOV, gm.State(ON_SUSLOV.q, jnp.array([1.0, 1e-3, 0.5]))), raises(ValueError, r"simulate_vakonomic: .*the trajectory: the state is off the constraint manifold C")),
+    ("vakonomic-nan-point-on-group", _vak(SUSLOV, gm.State(jaxlie.SO3(jnp.array([NAN, 0.0, 0.0, 1.0])), ON_SUSLOV.v)), raises(ValueError, r"simulate_vakonomic: .*the trajectory: the state has NaN or inf entries in q or v")),
     ("vakonomic-impasse_tol-negative", _vak(impasse_tol=-1.0), raises(ValueError, r"impasse_tol must be a finite number >= 0")),
     ("vakonomic-impasse_tol-nan", _vak(impasse_tol=NAN), raises(ValueError, r"impasse_tol must be a finite number >= 0")),
     ("vakonomic-t1-nan", _vak(t1=NAN), raises(ValueError, r"t1 must be a finite real number")),

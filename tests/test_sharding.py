@@ -52,8 +52,34 @@ SCRIPT = textwrap.dedent(
     """
 )
 
+# the same on a Lie group: an ensemble of heavy tops on SO(3) (jaxlie points, Munthe-Kaas steps)
+GROUP_SCRIPT = textwrap.dedent(
+    """
+    import jax, jax.numpy as jnp, jaxlie, numpy as np, diffrax
+    jax.config.update("jax_enable_x64", True)
+    from jax.sharding import Mesh
+    import geomech as gm
 
-def test_sharded_ensemble_equals_unsharded():
+    assert jax.device_count() == 4, jax.devices()
+    E3, I = jnp.array([0.0, 0.0, 1.0]), jnp.diag(jnp.array([1.0, 1.6, 2.3]))
+    L = lambda R, w: 0.5 * w @ I @ w - 1.3 * R.apply(E3) @ E3
+    top = gm.LagrangianSystem(L, manifold=gm.SO3())
+    B = 6  # padded to 8 and trimmed
+    axis = jnp.stack([jnp.linspace(0.1, 1.0, B), jnp.zeros(B), jnp.linspace(-0.5, 0.5, B)], -1)
+    y0 = gm.State(jaxlie.SO3.exp(axis), jnp.stack([jnp.linspace(-1, 1, B), jnp.ones(B), 3 * jnp.ones(B)], -1))
+    kw = dict(saveat=diffrax.SaveAt(ts=jnp.linspace(0.0, 1.0, 4)))
+    ref = gm.simulate(top, y0, 0.0, 1.0, **kw)
+    out = gm.simulate(top, y0, 0.0, 1.0, sharding=Mesh(np.array(jax.devices()), ("batch",)), **kw)
+    assert isinstance(out.states.q, jaxlie.SO3) and out.states.q.wxyz.shape == (B, 4, 4)
+    for a, b in zip(jax.tree.leaves(ref), jax.tree.leaves(out)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert bool(jnp.all(out.result == diffrax.RESULTS.successful))
+    print("SHARDED_OK")
+    """
+)
+
+
+def _run_on_four_devices(script):
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ)
     env["XLA_FLAGS"] = (
@@ -62,7 +88,7 @@ def test_sharded_ensemble_equals_unsharded():
     env["JAX_PLATFORMS"] = "cpu"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
     proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
+        [sys.executable, "-c", script],
         env=env,
         cwd=root,
         capture_output=True,
@@ -71,3 +97,11 @@ def test_sharded_ensemble_equals_unsharded():
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SHARDED_OK" in proc.stdout
+
+
+def test_sharded_ensemble_equals_unsharded():
+    _run_on_four_devices(SCRIPT)
+
+
+def test_sharded_ensemble_on_a_lie_group_equals_unsharded():
+    _run_on_four_devices(GROUP_SCRIPT)

@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jaxtyping import Array, Float
 
+from .._lie import user_chart
 from .._linalg import min_singular_value, rank_tolerance, unit_rows
 from .._stages import Stages
 from ._base import AbstractSolver
@@ -59,7 +60,9 @@ class Kane(AbstractSolver):
     **Arguments:**
 
     - `basis`: optional user basis of $\\mathcal{W}$, `fn(q, v) -> (n, n - k)` (`fn(t, q, v)` for a
-        time-dependent system). It is checked to span $\\mathcal{W}$ (an error is raised otherwise).
+        time-dependent system); on a Lie group `q` is the point and the columns are velocities
+        in the manifold's convention (body velocities). It is checked to span $\\mathcal{W}$ (an
+        error is raised otherwise).
     - `construction`: the automatic basis when `basis` is not given: `"orthonormal"`, an
         $M$-orthonormal basis of $\\mathcal{W}$ (Observation 12); `"bracket"`, the basis
         $\\Gamma(b_i)$ of $\\mathcal{W}$ built from a $[,]$-orthonormal basis $b_i$ of
@@ -97,8 +100,13 @@ class Kane(AbstractSolver):
 
 
 def _user_basis(fn, stages: Stages):
-    s = stages.state
-    E = jnp.asarray(stages.system.in_tqv_form(fn)(stages.t, s.q, s.v))
+    s, local = stages.state, user_chart(stages.system)
+    if local is None:
+        E = stages.system.in_tqv_form(fn)(stages.t, s.q, s.v)
+    else:  # on a Lie group: fn(q, v) at the point, columns as velocities, put in the chart
+        chart, time_dependent = local
+        E = chart(fn, "basis", time_dependent)(stages.t, s.q, s.v)
+    E = jnp.asarray(E)
     n, k = stages.n, stages.k
     if E.shape != (n, n - k):
         raise ValueError(

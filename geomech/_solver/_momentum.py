@@ -44,24 +44,25 @@ class NonholonomicMomentum(AbstractSolver):
 
     def acceleration(self, stages: Stages):
         system, t, q, v = stages.system, stages.t, stages.state.q, stages.state.v
-        P = self.action.g_W_projector(stages)  # columns span g_W
-        U = self.action(q) @ P  # ξ_Q for ξ in g_W: vectors of W
+        action = self.action.on(system)  # on a Lie group: in the chart centred at the point
+        P = action.g_W_projector(stages)  # columns span g_W
+        U = action(q) @ P  # ξ_Q for ξ in g_W: vectors of W
         # d/dt J^nh(ξ) along (1, v, a) at fixed ξ; the terms in dξ/dt cancel in (4.11):
         # ∂_t J + ∂_q J v + M ξ_Q · a = (F^e + F^0)(ξ_Q)
-        J = lambda t_, q_: momentum_components(system, t_, q_, v, self.action) @ P
+        J = lambda t_, q_: momentum_components(system, t_, q_, v, action) @ P
         _, dJ = jax.jvp(J, (t, q), (jnp.ones_like(t), v))
         Fe = system.external_force(t, q, v)
         R_mom, r_mom = U.T @ stages.M, U.T @ (Fe + stages.F0) - dJ
         # Kane's equations on the M-orthogonal complement of span U inside W
         E = stages.M_orthonormalize(stages.W_basis)
         Uc = E.T @ stages.M @ U  # coordinates of U in the M-orthonormal basis E
-        scale = jnp.linalg.norm(E.T @ stages.M @ self.action(q))
+        scale = jnp.linalg.norm(E.T @ stages.M @ action(q))
         E_rest = E - E @ row_space_projector(Uc.T, scale)
         R_kane, r_kane = kane_rows(stages, E_rest)
         a = stages.solve_with_constraints(
             jnp.concatenate([R_mom, R_kane]), jnp.concatenate([r_mom, r_kane])
         )
-        defect = invariance_defect(system, t, q, v, self.action)
+        defect = invariance_defect(system, t, q, v, action)
         if stages.checked:
             return eqx.error_if(a, defect, NOT_INVARIANT_MESSAGE)
         return jnp.where(defect, jnp.nan, a)  # a failure of this trajectory, not of the batch

@@ -57,6 +57,17 @@ def check_vakonomic_system(system: LagrangianSystem, state: State, mu, t) -> int
     return k
 
 
+def check_omega(system: LagrangianSystem, omega, modified: bool) -> None:
+    """Model B2's options before tracing: `modified` needs `omega`, a matrix in coordinates."""
+    if modified and omega is None:
+        raise ValueError("modified=True is the variant (60) of model B2: it needs omega.")
+    if omega is not None and system.on_group:
+        raise ValueError(
+            "omega (model B2, δq̇ − d/dt δq = Ω δq) is a matrix in coordinates q: it is not "
+            "available on Lie groups; use model B1 (omega=None)."
+        )
+
+
 def constraint_function(system: LagrangianSystem) -> Callable:
     """$g(t, q, v)$, the constraints of the vakonomic Lagrangian $L + \\mu\\cdot g$."""
     return system.constraint.residual
@@ -169,8 +180,7 @@ def vakonomic_acceleration(
     **Returns:** `(a, mu_dot)` of shapes `(n,)` and `(k,)`.
     """
     check_vakonomic_system(system, state, mu, t)
-    if modified and omega is None:
-        raise ValueError("modified=True is the variant (60) of model B2: it needs omega.")
+    check_omega(system, omega, modified)
     stages = assemble(system, state, t, checks=throw)
     a, mu_dot, M_mu = vakonomic_kkt(stages, mu, omega, modified)
     tol = default_impasse_tol(a.dtype) if impasse_tol is None else impasse_tol
@@ -205,6 +215,7 @@ def vakonomic_energy(
     $v$.
     """
     check_vakonomic_system(system, state, mu, t)
+    system, state = system.localized(state)  # on a Lie group: at ψ = 0 of the centred chart
     g = constraint_function(system)
     L_mu = LagrangianSystem(
         lambda t_, q_, v_: system.L(t_, q_, v_) + mu @ g(t_, q_, v_), time_dependent=True

@@ -10,7 +10,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float
 
 from .._bundle import State
-from .._checks import At, Failure, first_failure
+from .._checks import At, Failure, first_failure, point_scale
 from .._custom_types import RealScalarLike
 from .._engine import checked_outputs, integrate
 from .._frontend import (
@@ -22,6 +22,7 @@ from .._frontend import (
     throw_failures_in_jit,
 )
 from .._integrate import Solution, simulate
+from .._lie_integrate import on_group as lie_integrator
 from .._solver._base import AbstractSolver
 from .._solver._projection import Projection
 from .._stabilization import AbstractStabilization
@@ -29,6 +30,7 @@ from .._stages import assemble
 from .._system import LagrangianSystem, check_system
 from ._dynamics import (
     IMPASSE_MESSAGE,
+    check_omega,
     check_vakonomic_system,
     default_impasse_tol,
     multiplier_lagrangian,
@@ -114,10 +116,14 @@ class _VakonomicField(eqx.Module):
     stabilization: AbstractStabilization
 
     def __call__(self, t, y, args):
+        # on a Lie group the stages are in the chart centred at state.q (docs/lie_groups.md):
+        # the Euler–Lagrange equations of L + μ·g hold in any chart, and there ψ̇ = v, ψ̈ = v̇
         state, mu = y
         stages = self.stabilization.modify_stages(assemble(self.system, state, t, checks=False))
         a, mu_dot, _ = vakonomic_kkt(stages, mu, self.omega, self.modified)
-        return State(state.v, a), mu_dot
+        m = self.system.manifold  # q̇ of the stored point (a group element's parameters)
+        q_dot = state.v if m is None else m.velocity_of_point(state.q, state.v)
+        return State(q_dot, a), mu_dot
 
 
 class _Impasse(eqx.Module):
@@ -203,14 +209,15 @@ def simulate_vakonomic(
     **Returns:** a `VakonomicSolution`.
     """
     check_system(system)
-    system.require_coordinates("gm.simulate_vakonomic")
     check_time_interval(t0, t1)
     batched_y = system.check_state(y0, t0)
     one = jax.tree_util.tree_map(lambda x: x[0], y0) if batched_y else y0
     k = check_vakonomic_system(system, one, None, t0)
-    if modified and omega is None:
-        raise ValueError("modified=True is the variant (60) of model B2: it needs omega.")
-    dtype = y0.q.dtype
+    check_omega(system, omega, modified)
+    if system.on_group:
+        # Runge–Kutta–Munthe-Kaas on (q, v) with μ carried beside (in the centred chart)
+        integrator = lie_integrator(integrator, system.manifold, adjoint, "simulate_vakonomic")
+    dtype = y0.v.dtype
     if mu0 is not None:
         given = mu0.dtype if hasattr(mu0, "dtype") else np.asarray(mu0).dtype
         if np.dtype(given).kind not in "iuf":
@@ -227,7 +234,7 @@ def simulate_vakonomic(
         )
     batched = batched_y or mu0.ndim == 2
     if batched:
-        B = y0.q.shape[0] if batched_y else mu0.shape[0]
+        B = y0.v.shape[0] if batched_y else mu0.shape[0]
         if mu0.ndim == 2 and mu0.shape[0] != B:
             raise ValueError(f"y0 has a batch of {B} states but mu0 a batch of {mu0.shape[0]}.")
         y0 = (
@@ -266,7 +273,8 @@ def _initial_failure(system: LagrangianSystem, state: State, mu, t) -> Failure:
     $G = \\partial g/\\partial v$ of full rank (3.7), on $g = 0$); else `Failure.none`. (An impasse
     point at $t_0$ is the `_Impasse` event's case: stopped there, `sol.impasse`.)"""
     stages = assemble(system, state, t, checks=False)
-    return first_failure("vakonomic", At(stages, mu=lambda: mu))
+    at = At(stages, point=state, scale=point_scale(system, state), mu=lambda: mu)
+    return first_failure("vakonomic", at)
 
 
 @eqx.filter_jit
@@ -327,7 +335,8 @@ class DynamicsComparison(eqx.Module):
     - `cetaev`: the `gm.Solution` of Četaev's dynamics ($X_R$ with $\\mathcal{W} = \\mathcal{D}$).
     - `vakonomic`: the `VakonomicSolution`, batched over the `B` values of $\\mu_0$.
     - `mu0`: the initial multipliers, `(B, k)`.
-    - `max_deviation`: $\\max_t \\max_i |q^{vak}_i(t) - q^{cet}_i(t)|$ per $\\mu_0$, `(B,)`
+    - `max_deviation`: $\\max_t \\max_i |q^{vak}_i(t) - q^{cet}_i(t)|$ per $\\mu_0$ (on a Lie
+        group of the point's parameters, e.g. the quaternion), `(B,)`
         (`inf`/`nan` for a vakonomic run that did not finish: stopped at an impasse point,
         `vakonomic.impasse`, or failed, `vakonomic.result`).
     - `max_velocity_deviation`: the same for $v$, `(B,)`.
@@ -371,16 +380,16 @@ def compare_cetaev_vakonomic(
 
     **Returns:** a `DynamicsComparison`.
     """
-    if y0.q.ndim != 1:
+    if y0.v.ndim != 1:
         raise ValueError(
-            "compare_cetaev_vakonomic takes one mechanical state y0 (q of shape (n,)); "
+            "compare_cetaev_vakonomic takes one mechanical state y0 (v of shape (n,)); "
             "give several initial multipliers as a grid mu0 of shape (B, k)."
         )
     k = check_vakonomic_system(system, y0, None, t0)
     mu0 = (
-        jnp.zeros((1, k), y0.q.dtype)
+        jnp.zeros((1, k), y0.v.dtype)
         if mu0 is None
-        else jnp.atleast_2d(jnp.asarray(mu0, y0.q.dtype))
+        else jnp.atleast_2d(jnp.asarray(mu0, y0.v.dtype))
     )
     if saveat is None:
         saveat = diffrax.SaveAt(ts=jnp.linspace(t0, t1, 101))
@@ -397,7 +406,12 @@ def compare_cetaev_vakonomic(
         throw=throw,
         **kwargs,
     )
-    dev = lambda x_vak, x_cet: jnp.max(jnp.abs(x_vak - x_cet[None]), axis=(1, 2))
+    def dev(x_vak, x_cet):  # leaf by leaf (a group element: its parameters)
+        leaves = jax.tree_util.tree_leaves(
+            jax.tree_util.tree_map(lambda a, b: jnp.abs(a - b[None]).reshape(a.shape[0], -1), x_vak, x_cet)
+        )
+        return jnp.max(jnp.concatenate(leaves, axis=1), axis=1)
+
     return DynamicsComparison(
         cet, vak, mu0, dev(vak.states.q, cet.states.q), dev(vak.states.v, cet.states.v)
     )
