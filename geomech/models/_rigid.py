@@ -142,7 +142,7 @@ class PivotedTop(_AbstractTop):
     description: ClassVar[str] = (
         "heavy top as a body on SO(3) × R^3 held at its pivot (3 holonomic constraints)"
     )
-    coordinates: ClassVar[tuple[str, ...]] = (*_OMEGA, "x", "y", "z")
+    coordinates: ClassVar[tuple[str, ...]] = (*_OMEGA, "vx", "vy", "vz")  # ẋ, spatial
     units: ClassVar[tuple[str, ...]] = ("rad/s",) * 3 + ("m/s",) * 3
     point_parameters: ClassVar[tuple[str, ...] | None] = (*_QUATERNION, "x", "y", "z")
 
