@@ -29,6 +29,22 @@ def _axes(ax, **subplots):
     return ax
 
 
+def point_array(q) -> np.ndarray:
+    """The saved points `sol.states.q` as one NumPy array with the parameters last: coordinates
+    as they are; on a Lie group the `jaxlie` element's parameters (the quaternion `wxyz` of an
+    SO(3), `wxyz_xyz` of an SE(3)), the factors of a product concatenated in order
+    (`(R, x)` -> `(w, x, y, z, x₁, x₂, x₃)`)."""
+    if hasattr(q, "shape"):
+        return np.asarray(q)
+    import jax
+
+    return np.concatenate([np.asarray(p) for p in jax.tree_util.tree_leaves(q)], axis=-1)
+
+
+def _on_group(sol) -> bool:
+    return not hasattr(sol.states.q, "shape")
+
+
 def _batched(x, ndim):
     """`x` as a batch: add a leading axis if it has only `ndim` axes."""
     x = np.asarray(x)
@@ -58,17 +74,19 @@ def trajectory(
 
     - `sol`: a `gm.Solution`; a batch draws every trajectory, thinner.
     - `coordinates`: indices to draw (all by default).
-    - `labels`: names of all $n$ coordinates (default $q^1, \\dots, q^n$).
+    - `labels`: names of all $n$ coordinates (default $q^1, \\dots, q^n$). On a Lie group $q$
+        is drawn as its stored parameters (`point_array`) and `labels` with `velocities` name
+        the components of $v$ themselves (the body angular velocity: no $d/dt$ is added).
     - `velocities`: draw $v$ instead of $q$.
     - `ax`: a matplotlib `Axes` to draw into.
 
     **Returns:** the `Axes`.
     """
     ts = _batched(sol.ts, 1)
-    ys = _batched(sol.states.v if velocities else sol.states.q, 2)
+    ys = _batched(sol.states.v if velocities else point_array(sol.states.q), 2)
     n = ys.shape[-1]
     names = _labels(labels, n, "v" if velocities else "q")
-    if velocities and labels is not None:
+    if velocities and labels is not None and not _on_group(sol):
         names = [f"d{name}/dt" for name in names]
     coordinates = range(n) if coordinates is None else coordinates
     ax = _axes(ax)
@@ -89,7 +107,7 @@ def phase_portrait(sol, i: int = 0, *, label: str | None = None, ax=None):
     **Returns:** the `Axes`.
     """
     ts = _batched(sol.ts, 1)
-    q, v = _batched(sol.states.q, 2), _batched(sol.states.v, 2)
+    q, v = _batched(point_array(sol.states.q), 2), _batched(sol.states.v, 2)
     name = label or f"q^{{{i + 1}}}"
     ax = _axes(ax)
     for b in range(q.shape[0]):
@@ -152,7 +170,8 @@ def ensemble(
     - `coordinates`: indices to draw (all by default).
     - `labels`: names of all $n$ coordinates (default $q^1, \\dots, q^n$).
     - `units`: the unit of each coordinate (`""` where unknown); `time_unit` that of $t$.
-    - `velocities`: draw $v$ instead of $q$.
+    - `velocities`: draw $v$ instead of $q$ (on a Lie group `labels` and `units` then name the
+        components of $v$ as given, as the models on groups do: see `trajectory`).
     - `percentiles`: the outer band.
     - `fig`: a matplotlib `Figure` to draw into (a new one by default).
 
@@ -160,12 +179,13 @@ def ensemble(
     """
     plt = _pyplot()
     ts = _reached(_batched(sol.ts, 1))
-    ys = _reached(_batched(sol.states.v if velocities else sol.states.q, 2))
+    ys = _reached(_batched(sol.states.v if velocities else point_array(sol.states.q), 2))
     B, _, n = ys.shape
     names = _labels(labels, n, "v" if velocities else "q")
-    if velocities and labels is not None:
+    derivative = velocities and not _on_group(sol)  # on a group `labels` name v's components
+    if derivative and labels is not None:
         names = [f"d{name}/dt" for name in names]
-    units = _units(units, n, time_unit, velocities)
+    units = _units(units, n, time_unit, derivative)
     coordinates = list(range(n) if coordinates is None else coordinates)
     cols = min(len(coordinates), 3)
     rows = -(-len(coordinates) // cols)
@@ -216,7 +236,7 @@ def path(
 
     **Returns:** the `Axes`.
     """
-    q = _reached(_batched(sol.states.q, 2))
+    q = _reached(_batched(point_array(sol.states.q), 2))
     B, _, n = q.shape
     names = _labels(labels, n, "q")
     units = _units(units, n)

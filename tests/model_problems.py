@@ -55,6 +55,11 @@ _PROBLEMS = {
 # models with a symmetry of L (a `model.action()`), for gm.NonholonomicMomentum
 WITH_ACTION = ("spherical_pendulum", "sleigh", "rolling_disk", "appell_hamel")
 
+# models on Lie groups (a `jaxlie` point, not coordinates): the coordinate reference of
+# `reference.py` does not apply; tests/test_rigid_models.py checks each against its own reference
+# (and that this list is every model with `point_parameters`)
+ON_GROUPS = ("free_rigid_body", "heavy_top", "pivoted_top", "suslov", "veselova")
+
 
 def problem(name, model) -> ref.Problem:
     """The reference problem of the registry entry `name` for the instance `model`."""

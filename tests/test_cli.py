@@ -97,8 +97,13 @@ def test_list_names_every_model_and_its_parameters(capsys):
         assert f"{name}: {model.description}" in out
         units = [f" [{u}]" if u else "" for u in model.units]
         shown = ", ".join(c + u for c, u in zip(model.coordinates, units, strict=True))
-        assert f"q = ({shown})" in out
+        if model.point_parameters is None:
+            assert f"q = ({shown})" in out
+        else:  # a Lie group: the stored point's parameters, v's components
+            stored = ", ".join(model.point_parameters)
+            assert f" stored as ({stored}), v = ({shown}); " in out
     assert "l=1.0" in out and "W ≠ D" in out  # the pendulum's length; thesis Example 2's W
+    assert "q on SO3 x R3 stored as (q_w, q_x, q_y, q_z, x, y, z)" in out  # pivoted_top
 
 
 # -- run: one simulation, its numbers against gm.simulate, its files --------------------------
@@ -152,10 +157,12 @@ def test_run_writes_consistent_outputs(capsys, tmp_path, name):
     data = np.load(tmp_path / f"{name}.npz")
     csv = np.loadtxt(tmp_path / f"{name}.csv", delimiter=",", skiprows=1)
     n = len(model.coordinates)
+    p = len(model.point_parameters or model.coordinates)  # q's columns: a group's parameters
     np.testing.assert_array_equal(csv[:, 0], 0)  # one trajectory
     np.testing.assert_allclose(csv[:, 1], data["ts"], rtol=1e-15)
-    np.testing.assert_allclose(csv[:, 2 : 2 + n], data["q"], rtol=1e-15)
-    np.testing.assert_allclose(csv[:, 2 + n : 2 + 2 * n], data["v"], rtol=1e-15)
+    np.testing.assert_allclose(csv[:, 2 : 2 + p], data["q"], rtol=1e-15)
+    np.testing.assert_allclose(csv[:, 2 + p : 2 + p + n], data["v"], rtol=1e-15)
+    assert data["q"].shape == (21, p) and data["v"].shape == (21, n)
     np.testing.assert_allclose(csv[:, -3], data["energy"], rtol=1e-15)
     e = data["energy"]
     assert summary["max_energy_change"] == pytest.approx(np.max(np.abs(e - e[0])), abs=1e-300)
@@ -185,6 +192,40 @@ def test_run_matches_simulate(capsys, tmp_path, name):
         summary["constraint_residual"], np.max(sol.constraint_residual), rtol=1e-6, atol=1e-13
     )
     np.testing.assert_allclose(summary["final_q"], sol.states.q[-1], rtol=1e-9, atol=1e-12)
+
+
+def test_run_on_a_group_matches_simulate(capsys, tmp_path):
+    """A model on SO(3) × ℝ³: the stored quaternion and position as the point's columns, the
+    body angular velocity and ẋ as v's, against `gm.simulate`; the trajectory plot shows v."""
+    name = "pivoted_top"
+    code, _, err = run(capsys, "run", name, "--t1", "0.3", "--points", "7", "--out", str(tmp_path))
+    assert code == 0, err
+    model, ts, sol = _simulate_like_cli(name, 0.3, points=7)
+    R, x = sol.states.q
+    data = np.load(tmp_path / f"{name}.npz")
+    np.testing.assert_allclose(data["q"], np.concatenate([R.wxyz, x], -1), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(data["v"], sol.states.v, rtol=1e-9, atol=1e-12)
+    assert list(data["labels"]) == ["q_w", "q_x", "q_y", "q_z", "x", "y", "z"]
+    assert list(data["velocity_labels"]) == ["omega1", "omega2", "omega3", "vx", "vy", "vz"]
+    header = (tmp_path / f"{name}.csv").read_text().splitlines()[0].split(",")
+    assert header[2:15] == [*data["labels"], *data["velocity_labels"]]
+    summary = json.loads((tmp_path / f"{name}_summary.json").read_text())
+    np.testing.assert_allclose(summary["final_q"], data["q"][-1], rtol=1e-15)
+    assert summary["position_residual"] < 1e-7 and summary["energy_conserved"]
+
+
+def test_run_ensemble_on_a_group(capsys):
+    """`--batch` on SO(3) × ℝ³: the points q₀ ⊕ δ stay on the group and are moved onto the pivot
+    constraint (gm.project_to_constraints)."""
+    setup = _setup.build("pivoted_top", {})
+    y = _setup.ensemble(setup, 4, seed=3)
+    R, x = y.q
+    np.testing.assert_allclose(np.linalg.norm(R.wxyz, axis=-1), 1.0, rtol=1e-14)
+    assert np.ptp(R.wxyz, axis=0).max() > 1e-3  # the points differ
+    h = jax.vmap(setup.model.pivot)(y.q)
+    assert np.max(np.abs(h)) < 1e-10
+    code, out, err = run(capsys, "run", "suslov", "--batch", "3", "--t1", "0.2", "--points", "3")
+    assert code == 0 and "3 / 3 successful" in out, err
 
 
 def test_run_ensemble_writes_long_csv(capsys, tmp_path):
@@ -373,16 +414,19 @@ def test_sigint_during_start_up_exits_130(tmp_path):
 def _fake_ensemble(model, B=40, T=30):
     """A Solution-like record around the model's initial state (no simulation needed)."""
     y0 = model.initial_state()
-    n = y0.q.shape[0]
+    n = y0.v.shape[0]
     rng = np.random.default_rng(0)
     ts = np.linspace(0.0, 1.0, T)
-    q = np.asarray(y0.q) + ts[None, :, None] * rng.normal(size=(B, 1, n))
+    if model.point_parameters is None:
+        q = jnp.asarray(np.asarray(y0.q) + ts[None, :, None] * rng.normal(size=(B, 1, n)))
+    else:  # a Lie group: the point repeated, with leading (B, T) axes
+        q = jax.tree.map(lambda x: jnp.broadcast_to(x, (B, T, *x.shape)), y0.q)
     v = np.broadcast_to(np.asarray(y0.v), (B, T, n)) + 0.0
     energy = 1.0 + 1e-9 * ts[None] * rng.normal(size=(B, 1))
     residual = np.abs(1e-12 * ts[None] * rng.normal(size=(B, 1)))
     return types.SimpleNamespace(
         ts=np.broadcast_to(ts, (B, T)),
-        states=gm.State(jnp.asarray(q), jnp.asarray(v)),
+        states=gm.State(q, jnp.asarray(v)),
         energy=energy,
         constraint_residual=residual,
         position_residual=np.zeros_like(residual),

@@ -27,6 +27,15 @@ def parameters(cls) -> dict[str, object]:
     return out
 
 
+def space_name(manifold) -> str | None:
+    """A Lie-group configuration space by name (`SO3 x R3`), `None` for coordinates."""
+    if manifold is None or manifold.coordinates:
+        return None
+    factors = getattr(manifold, "factors", (manifold,))
+    names = [f.group.__name__ if hasattr(f, "group") else f"R{f.dim}" for f in factors]
+    return " x ".join(names)
+
+
 def build() -> dict[str, dict]:
     """The catalog computed from the model classes (imports JAX and the models)."""
     import geomech.models as gmm
@@ -45,7 +54,11 @@ def build() -> dict[str, dict]:
             else list(model.path_coordinates),
             "time_span": [float(t) for t in model.time_span],
             "parameters": parameters(cls),
-            "n": int(y0.q.shape[-1]),
+            "point_parameters": None
+            if model.point_parameters is None
+            else list(model.point_parameters),
+            "configuration_space": space_name(system.manifold),
+            "n": int(y0.v.shape[-1]),
             "k": system.check_shapes(y0, model.t0),
             "time_dependent": system.time_dependent,
             "work_space": system.work_space is not None,
@@ -58,7 +71,9 @@ def dumps(catalog: dict) -> str:
 
 
 def cmd_list(args) -> int:
-    """`geomech list`: every model, its coordinates (with units), constraints and parameters."""
+    """`geomech list`: every model, its coordinates (with units), constraints and parameters; on
+    a Lie group its configuration space, the stored point's parameters and the components of the
+    velocity (with units)."""
     for name, info in load().items():
         units = [f" [{u}]" if u else "" for u in info["units"]]
         coordinates = ", ".join(c + u for c, u in zip(info["coordinates"], units, strict=True))
@@ -67,9 +82,12 @@ def cmd_list(args) -> int:
         params = ", ".join(f"{k}={v}" for k, v in info["parameters"].items())
         t0, t1 = info["time_span"]
         print(f"{name}: {info['description']}")
-        print(
-            f"    q = ({coordinates}); {kind}k = {info['k']} constraints{ws}; t in [{t0:g}, {t1:g}]"
-        )
+        if info["point_parameters"] is None:
+            space = f"q = ({coordinates})"
+        else:  # on a Lie group: the velocity's components, the point as stored
+            stored = ", ".join(info["point_parameters"])
+            space = f"q on {info['configuration_space']} stored as ({stored}), v = ({coordinates})"
+        print(f"    {space}; {kind}k = {info['k']} constraints{ws}; t in [{t0:g}, {t1:g}]")
         print(f"    parameters: {params or '(none)'}")
     return 0
 

@@ -7,6 +7,7 @@ import numpy as np
 
 import geomech as gm
 
+from ..plot import point_array
 from . import _run, _setup
 from ._parse import EXIT_FAILED
 
@@ -37,7 +38,8 @@ def solver_agreement(setup: _setup.Setup, count: int = 32, seed: int = 0, points
         max_steps=100_000,
     ).sol
     # a failed trajectory is padded with inf: keep the shape (one compilation), reached states only
-    reached = np.isfinite(np.asarray(sol.ts)) & np.all(np.isfinite(np.asarray(sol.states.q)), -1)
+    q = point_array(sol.states.q)
+    reached = np.isfinite(np.asarray(sol.ts)) & np.all(np.isfinite(q), -1)
     idx = np.where(reached, np.arange(points), 0)
     states = jax.tree.map(lambda a, b: jnp.concatenate([a, b[idx]]), random_states, sol.states)
     ts = jnp.concatenate([jnp.full((count,), setup.t0, setup.dtype), sol.ts[idx]])

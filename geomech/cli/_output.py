@@ -163,11 +163,13 @@ def _uninterrupted():
 
 def check_size(setup, batch: int, points: int, out: str | None, limit_mb: float) -> None:
     """Refuse a run whose saved output (`batch` × `points` × (2n + 4) numbers: q, v, t, energy
-    and residuals; with `--out` also the CSV text) is above `--max-output-mb` or the free disk."""
+    and residuals, with q's stored parameters on a Lie group; with `--out` also the CSV text) is
+    above `--max-output-mb` or the free disk."""
     itemsize = setup.dtype.itemsize
-    values = batch * points * (2 * setup.n + 4)
+    width = len(setup.labels) + setup.n + 4  # q (a point's parameters on a group), v
+    values = batch * points * width
     size = values * itemsize
-    what = f"{batch} × {points} × (2n + 4 = {2 * setup.n + 4}) values of {itemsize} bytes"
+    what = f"{batch} × {points} × {width} values of {itemsize} bytes"
     if out is not None:  # the .npz, and the CSV at up to 25 characters a number
         size += values * itemsize + values * (25 if itemsize == 8 else 16)
         what += ", with the .npz and .csv files"
@@ -198,8 +200,9 @@ def _pyplot():
 
 
 def figures(setup, sol, *, energy_conserved: bool) -> dict:
-    """The figures of a run, by file stem: `trajectory` (one panel per coordinate: the curve, or
-    for an ensemble the median with percentile bands), `path` (the model's configuration-space
+    """The figures of a run, by file stem: `trajectory` (one panel per coordinate, on a Lie group
+    per component of the velocity: the curve, or for an ensemble the median with percentile
+    bands), `path` (the model's configuration-space
     path, where it declares one) and `drift` (energy and residuals; the ensemble maximum)."""
     from .. import plot
     from ._setup import pretty
@@ -209,8 +212,12 @@ def figures(setup, sol, *, energy_conserved: bool) -> dict:
     labels = [pretty(c) for c in model.coordinates]
     time_unit = model.time_unit
     out = {}
-    fig = plot.ensemble(sol, labels=labels, units=model.units, time_unit=time_unit)
-    fig.suptitle(f"{setup.name}: {fig.get_suptitle() or 'coordinates'}")
+    # on a Lie group the coordinates name v's components (the body angular velocity): drawn
+    what = "velocity" if setup.on_group else "coordinates"
+    fig = plot.ensemble(
+        sol, labels=labels, units=model.units, time_unit=time_unit, velocities=setup.on_group
+    )
+    fig.suptitle(f"{setup.name}: {fig.get_suptitle() or what}")
     out["trajectory"] = fig
     if model.path_coordinates is not None:
         fig, ax = plt.subplots(figsize=(5.5, 5.0), layout="constrained")
@@ -233,10 +240,13 @@ def figures(setup, sol, *, energy_conserved: bool) -> dict:
 
 
 def _csv(path, setup, sol) -> None:
-    """Long format: one row per trajectory and saved time, states reached only."""
+    """Long format: one row per trajectory and saved time, states reached only; the columns of
+    $q$ are a Lie-group point's stored parameters (`q_w, q_x, q_y, q_z`, ...) on a group."""
     import numpy as np
 
-    q, v = np.asarray(sol.states.q), np.asarray(sol.states.v)
+    from ..plot import point_array
+
+    q, v = point_array(sol.states.q), np.asarray(sol.states.v)
     ts = np.asarray(sol.ts)
     columns = [
         np.asarray(sol.energy),
@@ -246,18 +256,18 @@ def _csv(path, setup, sol) -> None:
     if q.ndim == 2:
         q, v, ts = q[None], v[None], ts[None]
         columns = [c[None] for c in columns]
-    B, T, n = q.shape
+    B, T, p = q.shape
+    n = v.shape[-1]
     trajectory = np.repeat(np.arange(B), T)
     table = np.column_stack(
-        [ts.reshape(-1), q.reshape(-1, n), v.reshape(-1, n), *(c.reshape(-1) for c in columns)]
+        [ts.reshape(-1), q.reshape(-1, p), v.reshape(-1, n), *(c.reshape(-1) for c in columns)]
     )
-    keep = np.all(np.isfinite(table[:, : 1 + 2 * n]), axis=1)  # states after a failure are padding
-    labels = setup.labels
+    keep = np.all(np.isfinite(table[:, : 1 + p + n]), axis=1)  # after a failure: padding
     header = [
         "trajectory",
         "t",
-        *labels,
-        *(f"{c}_dot" for c in labels),
+        *setup.labels,
+        *setup.velocity_labels,
         "energy",
         "constraint_residual",
         "position_residual",
@@ -309,6 +319,8 @@ def write(claim: Claim, setup, sol, summary: dict, argv, *, results, energy_cons
     trajectory's `diffrax.RESULTS` code. Returns the lines to print."""
     import numpy as np
 
+    from ..plot import point_array
+
     path, name = claim.path, setup.name
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=path))
     lines, written = [], []
@@ -316,14 +328,15 @@ def write(claim: Claim, setup, sol, summary: dict, argv, *, results, energy_cons
         np.savez(
             tmp / f"{name}.npz",
             ts=np.asarray(sol.ts),
-            q=np.asarray(sol.states.q),
+            q=point_array(sol.states.q),  # a point's parameters on a Lie group
             v=np.asarray(sol.states.v),
             energy=np.asarray(sol.energy),
             constraint_residual=np.asarray(sol.constraint_residual),
             position_residual=np.asarray(sol.position_residual),
             result=np.asarray(results),  # diffrax.RESULTS names per trajectory
-            labels=np.asarray(setup.labels),
-            units=np.asarray(setup.model.units),
+            labels=np.asarray(setup.labels),  # q's columns
+            velocity_labels=np.asarray(setup.velocity_labels),  # v's columns
+            units=np.asarray(setup.model.units),  # of the coordinates (of v on a group)
         )
         _csv(tmp / f"{name}.csv", setup, sol)
         written += [f"{name}.npz", f"{name}.csv"]

@@ -104,7 +104,8 @@ def parser() -> argparse.ArgumentParser:
         type=_number(int, 1, high=INT_MAX),
         default=1,
         help="trajectories (an ensemble): trajectory 0 starts at the model's initial state "
-        "(q0, v0), trajectory b > 0 at (q0 + 0.02 xi_b, v0 + 0.02 eta_b) with standard normal "
+        "(q0, v0), trajectory b > 0 at (q0 + 0.02 xi_b, v0 + 0.02 eta_b; q0 ⊕ 0.02 xi_b on a "
+        "Lie group) with standard normal "
         "xi_b, eta_b (drawn from --seed; 0.02 in the model's units), moved onto the constraints "
         "by gm.project_to_constraints",
     )

@@ -14,6 +14,7 @@ import numpy as np
 import geomech as gm
 
 from .. import _cache
+from ..plot import point_array
 from . import _output, _setup
 from ._parse import EXIT_FAILED
 
@@ -108,7 +109,7 @@ def summarize(sol) -> dict:
     """
     energy = np.atleast_2d(np.asarray(sol.energy))
     ts = np.atleast_2d(np.asarray(sol.ts))
-    q, v = np.asarray(sol.states.q), np.asarray(sol.states.v)
+    q, v = point_array(sol.states.q), np.asarray(sol.states.v)
     if q.ndim == 2:
         q, v = q[None], v[None]
     names = result_names(sol)

@@ -52,15 +52,28 @@ class Setup:
 
     @property
     def n(self) -> int:
-        return self.y0.q.shape[-1]
+        """$\\dim Q$: the components of $v$ (and of $q$ where $q$ is coordinates)."""
+        return self.y0.v.shape[-1]
 
     @property
     def dtype(self):
-        return self.y0.q.dtype
+        return self.y0.v.dtype
+
+    @property
+    def on_group(self) -> bool:
+        return self.model.point_parameters is not None
 
     @property
     def labels(self) -> list[str]:
-        return list(self.model.coordinates)
+        """The names of the columns of $q$: coordinates, or a point's stored parameters."""
+        return list(self.model.point_parameters or self.model.coordinates)
+
+    @property
+    def velocity_labels(self) -> list[str]:
+        """The names of the columns of $v$: `x_dot` for a coordinate `x`; on a group the
+        model's names of $v$'s components (`omega1`, ...)."""
+        names = self.model.coordinates
+        return list(names) if self.on_group else [f"{c}_dot" for c in names]
 
 
 def build(name: str, params: dict) -> Setup:
@@ -109,12 +122,17 @@ def _project(system, y, t):
 
 
 def ensemble(setup: Setup, batch: int, seed: int, scale: float = 0.02) -> gm.State:
-    """`batch` states near the model's, projected onto $\\mathcal{C}$ (the first one exact)."""
+    """`batch` states near the model's, projected onto $\\mathcal{C}$ (the first one exact); on a
+    Lie group the points are $q_0 \\oplus \\delta_b$."""
     if batch == 1:
         return setup.y0
     kq, kv = jax.random.split(jax.random.PRNGKey(seed))
     noise = lambda key: scale * jax.random.normal(key, (batch, setup.n), setup.dtype).at[0].set(0.0)
-    y = gm.State(setup.y0.q + noise(kq), setup.y0.v + noise(kv))
+    if setup.on_group:  # q ⊕ δ: a step along the tangent directions of the chart centred at q
+        q = jax.vmap(setup.system.manifold.oplus, in_axes=(None, 0))(setup.y0.q, noise(kq))
+    else:
+        q = setup.y0.q + noise(kq)
+    y = gm.State(q, setup.y0.v + noise(kv))
     return _project(setup.system, y, jnp.asarray(setup.t0, setup.dtype)) if setup.k else y
 
 

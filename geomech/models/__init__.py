@@ -23,6 +23,11 @@ from ._pendulum import (
 )
 from ._rheonomic import BeadOnRotatingWire as BeadOnRotatingWire
 from ._rheonomic import Pursuit as Pursuit
+from ._rigid import FreeRigidBody as FreeRigidBody
+from ._rigid import HeavyTop as HeavyTop
+from ._rigid import PivotedTop as PivotedTop
+from ._rigid import Suslov as Suslov
+from ._rigid import Veselova as Veselova
 from ._rolling import (
     ChaplyginSleigh as ChaplyginSleigh,
 )
@@ -47,4 +52,9 @@ MODELS: dict[str, type] = {
     "rolling_hoop": RollingHoop,
     "thesis_example2": ThesisExample2,
     "appell_hamel": AppellHamel,
+    "free_rigid_body": FreeRigidBody,
+    "heavy_top": HeavyTop,
+    "pivoted_top": PivotedTop,
+    "suslov": Suslov,
+    "veselova": Veselova,
 }

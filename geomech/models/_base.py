@@ -1,6 +1,7 @@
 """The interface every ready-made model shares."""
 
 import abc
+from typing import ClassVar
 
 import equinox as eqx
 
@@ -17,7 +18,13 @@ class AbstractModel(eqx.Module):
     (class variables, except where a property derives them from the instance):
 
     - `description`: one line.
-    - `coordinates`: the names of the $n$ coordinates $q^i$.
+    - `coordinates`: the names of the $n$ coordinates $q^i$. On a Lie group (docs/lie_groups.md)
+        the point is a `jaxlie` element, not coordinates: there `coordinates` and `units` name the
+        $\\dim Q$ components of the velocity $v$ (the body angular velocity `omega1`, `omega2`,
+        `omega3` in rad/s on SO(3)), and `point_parameters` the stored parameters of $q$.
+    - `point_parameters`: on a group, the names of the point's parameters as stored (the
+        quaternion `q_w, q_x, q_y, q_z` of a `jaxlie.SO3`, then the ℝⁿ factors' coordinates);
+        `None` (the default) where $q$ is coordinates.
     - `units`: the unit of each coordinate, for the axes of plots and `geomech list` (SI for the
         default parameters, e.g. `"m"`, `"rad"`; `"1"` for a dimensionless coordinate; never
         empty); `time_unit` likewise for $t$. `coordinates` and `units` are instance attributes
@@ -33,6 +40,7 @@ class AbstractModel(eqx.Module):
     units: eqx.AbstractVar[tuple[str, ...]]
     time_unit: eqx.AbstractClassVar[str]
     path_coordinates: eqx.AbstractClassVar[tuple[int, int] | None]
+    point_parameters: ClassVar[tuple[str, ...] | None] = None
     time_span: eqx.AbstractClassVar[tuple[float, float]]
 
     @abc.abstractmethod
