@@ -47,6 +47,7 @@ import optimistix as optx
 from jaxtyping import Array, Float
 
 from ._bundle import State
+from ._constraint import NO_DISCRETE_FORM
 from ._lie import Chart
 from ._system import LagrangianSystem
 from ._system_integrator import AbstractSystemIntegrator
@@ -157,6 +158,8 @@ class VariationalIntegrator(AbstractSystemIntegrator):
                 "Lagrange-d'Alembert principle); this system has a work_space W != D, which has no "
                 "variational discretization here: use a diffrax integrator."
             )
+        if system.constraint is not None and not system.constraint.affine_in_v():
+            raise TypeError(NO_DISCRETE_FORM)
         if system.known_work is not None:
             raise ValueError(
                 "gm.VariationalIntegrator implements ideal constraints; this system has known_work "
