@@ -296,3 +296,66 @@ def test_pivoted_top_on_so3_times_r3_holonomic():
                     method="DOP853").y[:3, -1]  # fmt: skip
     errors = [np.linalg.norm(final(run(system, y0, 1.0, 1.0 / n)).v[:3] - ref) for n in NS]
     assert abs(fitted_order(errors) - 2) < 0.15, errors
+
+
+# -- ensembles, dense output, float32, input errors ------------------------------------------------
+
+
+def test_ensemble_and_dense_output_on_so3():
+    """A batch of three heavy tops (one started upright, where Euler angles are singular) equals
+    the three solo runs; `SaveAt(ts=...)` between the steps gives states on SO(3) that converge
+    at order 2 (dense output by partial variational steps)."""
+    system = body(mgl=2.0)
+    R = jaxlie.SO3(jnp.stack([R0.wxyz, jnp.array([1.0, 0, 0, 0]), jaxlie.SO3.exp(jnp.array([0, 1.0, 0])).wxyz]))
+    w = jnp.stack([W0, jnp.array([0.3, 0.0, 2.0]), jnp.array([-1.0, 0.5, 0.2])])
+    ts = jnp.linspace(0.0, 1.0, 7)  # between the steps of h = 0.1, 0.05, 0.0125
+
+    def solve(y0, h):
+        return gm.simulate(system, y0, 0.0, 1.0, integrator=VI(), dt0=h, saveat=diffrax.SaveAt(ts=ts))
+
+    batch = solve(gm.State(R, w), 0.1)
+    assert batch.states.q.wxyz.shape == (3, 7, 4) and batch.states.v.shape == (3, 7, 3)
+    np.testing.assert_allclose(jnp.linalg.norm(batch.states.q.wxyz, axis=-1), 1.0, atol=1e-14)
+    for b in range(3):
+        solo = solve(gm.State(jaxlie.SO3(R.wxyz[b]), w[b]), 0.1)
+        np.testing.assert_allclose(batch.states.v[b], solo.states.v, rtol=1e-13, atol=1e-13)
+        np.testing.assert_allclose(batch.states.q.wxyz[b], solo.states.q.wxyz, rtol=1e-13, atol=1e-13)
+    half, fine = solve(gm.State(R, w), 0.05), solve(gm.State(R, w), 0.0125)
+    ratio = np.max(np.abs(batch.states.v - fine.states.v), axis=(0, 2))[1:] / np.max(
+        np.abs(half.states.v - fine.states.v), axis=(0, 2)
+    )[1:]
+    assert np.all(ratio > 3.0), ratio  # 4 + O(h) for the errors of an order-2 method
+
+
+def test_float32_on_so3():
+    """A float32 free rigid body: the state stays float32, the quaternion on the sphere and the
+    spatial angular momentum conserved to float32 round-off, the energy error O(h²)."""
+    f32 = lambda x: jnp.asarray(x, jnp.float32)
+    system = body(I=f32(INERTIA))
+    y0 = gm.State(jaxlie.SO3(f32(R0.wxyz)), f32(W0))
+    sol = gm.simulate(
+        system, y0, 0.0, 5.0, integrator=VI(), dt0=0.01, max_steps=500,
+        saveat=diffrax.SaveAt(ts=jnp.linspace(0.0, 5.0, 11, dtype=jnp.float32)),
+    )  # fmt: skip
+    assert sol.result == diffrax.RESULTS.successful
+    assert sol.states.q.wxyz.dtype == jnp.float32 and sol.states.v.dtype == jnp.float32
+    assert float(jnp.max(jnp.abs(jnp.linalg.norm(sol.states.q.wxyz, axis=-1) - 1))) < 1e-6
+    m = spatial_momentum(np.asarray(sol.states.q.as_matrix()), sol.states.v)
+    assert np.max(np.abs(m - m[0])) < 1e-5 * np.linalg.norm(m[0])
+    assert float(jnp.max(jnp.abs(sol.energy / sol.energy[0] - 1))) < 1e-3
+
+
+def test_bad_input_on_groups(no_typecheck):
+    """Errors before tracing for what has no variational discretization on a group either."""
+    state = gm.State(R0, W0.at[2].set(0.0))
+    simulate = lambda system, **kw: gm.simulate(system, state, 0.0, 1.0, integrator=VI(), **kw)
+    nonlinear = body(constraint=gm.Constraint(lambda R, w: jnp.atleast_1d(w @ w - W0 @ W0)))
+    with pytest.raises(TypeError, match="no discretization for constraints nonlinear in v"):
+        simulate(nonlinear, dt0=0.1)
+    linear = gm.LinearConstraint(lambda R: jnp.array([[0.0, 0.0, 1.0]]))
+    with pytest.raises(ValueError, match="W != D"):
+        simulate(body(constraint=linear, work_space=gm.Subspace(annihilator=jnp.array([[0.0, 1.0, 0.0]]))), dt0=0.1)
+    with pytest.raises(ValueError, match="stabilization is not used"):
+        simulate(body(constraint=linear), dt0=0.1, stabilization="projection")
+    with pytest.raises(ValueError, match="needs a fixed step"):
+        simulate(body())
