@@ -14,6 +14,9 @@ References, cited by their tags in the comments:
 - [HLW] E. Hairer, C. Lubich, G. Wanner, *Geometric Numerical Integration*, 2nd ed. (2006),
     §VII.1 (RATTLE) and §VI.6 (variational integrators).
 - [LR] B. Leimkuhler, S. Reich, *Simulating Hamiltonian Dynamics* (2004), ch. 7 (RATTLE).
+- On Lie groups (docs/variational.md, "On Lie groups"): [LeeLeokMcClamroch2007] (the Lie-group
+    variational integrator), [BouRabeeMarsden2009] (exponential coordinates), [FedorovZenkov2005]
+    and [KobilarovMarsdenSukhatme2010] (discrete Lagrange–d'Alembert on groups).
 
 One step $(t_k, q_k, v_k) \\mapsto (t_{k+1}, q_{k+1}, v_{k+1})$ on $\\mathcal{C}$,
 $h = t_{k+1} - t_k$:
@@ -33,6 +36,11 @@ those of the two-step equations $D_2L_d(q_{k-1}, q_k) + f_d^+ + D_1L_d(q_k, q_{k
 ([MW] §3.5; SHAKE/RATTLE, [HLW] VII.1, [LR] ch. 7) and the DLA equations ([CM], [MP]); step 4 only
 chooses the velocity on $\\mathcal{C}$ among those with the same discrete momentum modulo the
 constraint covectors (RATTLE's projection of the momentum).
+
+On a Lie group $q_{k+1} = q_k\\exp(\\Delta q)$, $v$ and $p$ are the body velocity and momentum, and
+$D_1L_d$, $D_2L_d$ are the derivatives along $q_i \\mapsto q_i\\exp(\\eta_i)$ (left-trivialized):
+the same four steps are the Lie-group variational integrator and the discrete Lagrange–d'Alembert
+scheme on groups (`DiscreteMechanicsSolver.discrete_momenta`).
 """
 
 import functools
@@ -81,6 +89,14 @@ class VariationalIntegrator(AbstractSystemIntegrator):
         equations of [CM] (constraint covectors at $q_k$) with the midpoint discrete constraint
         $\\omega_d = A(q_{k+1/2})\\,\\bar v + c(q_{k+1/2}) = 0$ ([MP]);
     - stacks of both (rows keep their kind).
+
+    On a Lie group (`gm.SO3()`, `gm.SE2()`, `gm.SE3()`, products) the step is
+    $q_{k+1} = q_k\\exp(\\psi_k)$ with the quadrature velocity $\\psi_k/h$ the body velocity, and
+    the discrete Legendre transforms are left-trivialized: the Lie-group variational integrator
+    ([LeeLeokMcClamroch2007], [BouRabeeMarsden2009]) and, for `gm.LinearConstraint`, the discrete
+    Lagrange–d'Alembert scheme on groups ([FedorovZenkov2005], [KobilarovMarsdenSukhatme2010]);
+    the stored group element stays on the group to round-off and the momentum of a left symmetry
+    (the spatial angular momentum of a free body) is conserved to the solver's tolerance.
 
     Constraints nonlinear in $v$ (`gm.Constraint`), $\\mathcal{W} \\ne \\mathcal{D}$ (`work_space`)
     and known work (`known_work`) have no variational discretization here: `simulate` raises.
