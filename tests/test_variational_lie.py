@@ -359,3 +359,43 @@ def test_bad_input_on_groups(no_typecheck):
         simulate(body(constraint=linear), dt0=0.1, stabilization="projection")
     with pytest.raises(ValueError, match="needs a fixed step"):
         simulate(body())
+
+
+def test_chaplygin_sphere_integrals_bounded():
+    """The Chaplygin sphere (radius r, centre of mass at the centre, off-diagonal inertia I about
+    it) rolling on the plane, on SO(3) × ℝ² with v = (ω, ẋ) and ẋ = r [(Rω) × e₃]_xy: the
+    constraint held at every step; the energy, (M, γ) and (M, M), with γ = Rᵀe₃ and
+    M = Iω + m r² (ω − (ω·γ)γ) the angular momentum about the contact point (Borisov & Mamaev,
+    *Rolling of a rigid body on a plane and sphere*, 2002), are bounded over 10³ steps: O(h²),
+    no drift from the first half to the second; the quaternion stays on the sphere."""
+    m, r = 2.0, 0.5
+    P = jnp.eye(3)[:2]
+
+    def L(q, v):
+        return 0.5 * v[:3] @ INERTIA @ v[:3] + 0.5 * m * v[3:] @ v[3:]
+
+    def A_of_q(q):
+        rows = lambda w: -r * P @ jnp.cross(q[0].apply(w), E3)
+        return jnp.concatenate([jax.jacfwd(rows)(jnp.zeros(3)), jnp.eye(2)], axis=1)
+
+    system = gm.LagrangianSystem(
+        L, constraint=gm.LinearConstraint(A_of_q), manifold=gm.Product(gm.SO3(), gm.Euclidean(2))
+    )
+    w0 = jnp.array([1.0, -0.5, 2.0])
+    y0 = gm.State((R0, jnp.array([0.1, -0.2])), jnp.concatenate([w0, r * P @ jnp.cross(R0.apply(w0), E3)]))
+    h = 0.01
+    sol = run(system, y0, MAX * h, h)
+    ok = np.isfinite(np.asarray(sol.ts))
+    assert sol.result == diffrax.RESULTS.successful
+    assert np.max(np.asarray(sol.constraint_residual)[ok]) <= 1e-14
+    _, states, energy = reached(sol)
+    wxyz, w = states.q[0].wxyz, states.v[:, :3]
+    np.testing.assert_allclose(np.linalg.norm(wxyz, axis=-1), 1.0, atol=1e-14)
+    gamma = np.asarray(jax.vmap(lambda q: jaxlie.SO3(q).inverse().apply(E3))(wxyz))
+    M = w @ np.asarray(INERTIA) + m * r**2 * (w - np.sum(w * gamma, -1, keepdims=True) * gamma)
+    half = len(energy) // 2
+    for name, x in (("E", energy), ("(M, γ)", np.sum(M * gamma, -1)), ("(M, M)", np.sum(M * M, -1))):
+        dx = np.abs(x - x[0]) / np.abs(x[0])
+        assert np.max(dx) < 5 * h**2, (name, np.max(dx))
+        assert np.max(dx[half:]) <= 1.5 * np.max(dx[:half]) + 1e-12, (name, dx)
+    assert np.linalg.norm(states.q[1][-1] - states.q[1][0]) > 0.1  # it rolled
