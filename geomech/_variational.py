@@ -277,17 +277,16 @@ class DiscreteMechanicsSolver(diffrax.AbstractSolver):
     def discrete_momenta(self, t0, q0, dt, dq) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
         """$(D_1L_d + f_d^-, D_2L_d + f_d^+)$ at $(q_0, q_0 \\oplus \\Delta q)$: minus the discrete
         momentum at $q_0$ and the discrete momentum at $q_1$ (discrete Legendre transforms, forced,
-        [MW] §1.5, §3.2). On a group both are left-trivialized (body momenta), the derivatives of
+        [MW] Part 1, §3.2). On a group both are left-trivialized (body momenta), the derivatives of
         the discrete action along $q_i \\mapsto q_i\\exp(\\eta_i)$ ([LeeLeokMcClamroch2007]);
         with `increment_variation` this is
         $D_1L_d = \\partial_{q}L_d - J_r(-\\Delta q)^{-\\top}\\partial_{\\Delta q}L_d$,
         $D_2L_d = J_r(\\Delta q)^{-\\top}\\partial_{\\Delta q}L_d$ ([BouRabeeMarsden2009]), and in
         coordinates $\\partial_{q_0} - \\partial_{\\Delta q}$, $\\partial_{\\Delta q}$."""
-        advance = self.system.manifold.oplus if self.system.on_group else jnp.add
 
         def action(eta0, eta1):  # the step's discrete action and virtual work, varied
             varied = dq + self.increment_variation(dq, eta0, eta1)
-            Ld = self.discrete_lagrangian(t0, advance(q0, eta0), dt, varied)
+            Ld = self.discrete_lagrangian(t0, self.advance(q0, eta0), dt, varied)
             return Ld + self.virtual_work(t0, q0, dt, dq, eta0, eta1)
 
         zero = jnp.zeros_like(dq)
