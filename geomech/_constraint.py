@@ -136,6 +136,14 @@ class AbstractConstraint(eqx.Module):
         return StackedConstraint((self, other))
 
 
+NO_DISCRETE_FORM = (
+    "gm.Constraint may be nonlinear in the velocities, and the variational integrator has "
+    "no discretization for constraints nonlinear in v (the discrete Lagrange-d'Alembert "
+    "equations need constraints affine in v): write phi as gm.LinearConstraint(A_of_q, "
+    "c_of_q) or gm.HolonomicConstraint(h) if it is one, or use a diffrax integrator."
+)
+
+
 class _AbstractUserConstraint(_AbstractTimeBound, AbstractConstraint):
     """A constraint given by user functions (`bind_time` from `_AbstractTimeBound`)."""
 
@@ -179,12 +187,7 @@ class Constraint(_AbstractUserConstraint):
     def discrete_residual(
         self, t0: RealScalarLike, q0: Vector, dt: RealScalarLike, dq: Vector
     ) -> Float[Array, " k"]:
-        raise TypeError(
-            "gm.Constraint may be nonlinear in the velocities, and the variational integrator has "
-            "no discretization for constraints nonlinear in v (the discrete Lagrange-d'Alembert "
-            "equations need constraints affine in v): write phi as gm.LinearConstraint(A_of_q, "
-            "c_of_q) or gm.HolonomicConstraint(h) if it is one, or use a diffrax integrator."
-        )
+        raise TypeError(NO_DISCRETE_FORM)
 
 
 class HolonomicConstraint(_AbstractUserConstraint):

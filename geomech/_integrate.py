@@ -217,7 +217,9 @@ def simulate(
     check_time_interval(t0, t1)  # before the state's checks, which take t0 as their time
     batched = system.check_state(y0, t0)
     check_solver(system, solver)
-    if system.on_group:  # Runge–Kutta–Munthe-Kaas in the chart centred at each step's start
+    if system.on_group and not isinstance(integrator, AbstractSystemIntegrator):
+        # Runge–Kutta–Munthe-Kaas in the chart centred at each step's start (a system integrator
+        # such as gm.VariationalIntegrator steps on the group itself)
         integrator = lie_integrator(integrator, system.manifold, adjoint)
     run = prepare(
         system, y0, t0, t1, name="simulate", batched=batched, extra=3, integrator=integrator,

@@ -14,6 +14,9 @@ References, cited by their tags in the comments:
 - [HLW] E. Hairer, C. Lubich, G. Wanner, *Geometric Numerical Integration*, 2nd ed. (2006),
     §VII.1 (RATTLE) and §VI.6 (variational integrators).
 - [LR] B. Leimkuhler, S. Reich, *Simulating Hamiltonian Dynamics* (2004), ch. 7 (RATTLE).
+- On Lie groups (docs/variational.md, "On Lie groups"): [LeeLeokMcClamroch2007] (the Lie-group
+    variational integrator), [BouRabeeMarsden2009] (exponential coordinates), [FedorovZenkov2005]
+    and [KobilarovMarsdenSukhatme2010] (discrete Lagrange–d'Alembert on groups).
 
 One step $(t_k, q_k, v_k) \\mapsto (t_{k+1}, q_{k+1}, v_{k+1})$ on $\\mathcal{C}$,
 $h = t_{k+1} - t_k$:
@@ -33,6 +36,11 @@ those of the two-step equations $D_2L_d(q_{k-1}, q_k) + f_d^+ + D_1L_d(q_k, q_{k
 ([MW] §3.5; SHAKE/RATTLE, [HLW] VII.1, [LR] ch. 7) and the DLA equations ([CM], [MP]); step 4 only
 chooses the velocity on $\\mathcal{C}$ among those with the same discrete momentum modulo the
 constraint covectors (RATTLE's projection of the momentum).
+
+On a Lie group $q_{k+1} = q_k\\exp(\\Delta q)$, $v$ and $p$ are the body velocity and momentum, and
+$D_1L_d$, $D_2L_d$ are the derivatives along $q_i \\mapsto q_i\\exp(\\eta_i)$ (left-trivialized):
+the same four steps are the Lie-group variational integrator and the discrete Lagrange–d'Alembert
+scheme on groups (`DiscreteMechanicsSolver.discrete_momenta`).
 """
 
 import functools
@@ -47,6 +55,8 @@ import optimistix as optx
 from jaxtyping import Array, Float
 
 from ._bundle import State
+from ._constraint import NO_DISCRETE_FORM
+from ._lie import Chart
 from ._system import LagrangianSystem
 from ._system_integrator import AbstractSystemIntegrator
 
@@ -79,6 +89,14 @@ class VariationalIntegrator(AbstractSystemIntegrator):
         equations of [CM] (constraint covectors at $q_k$) with the midpoint discrete constraint
         $\\omega_d = A(q_{k+1/2})\\,\\bar v + c(q_{k+1/2}) = 0$ ([MP]);
     - stacks of both (rows keep their kind).
+
+    On a Lie group (`gm.SO3()`, `gm.SE2()`, `gm.SE3()`, products) the step is
+    $q_{k+1} = q_k\\exp(\\psi_k)$ with the quadrature velocity $\\psi_k/h$ the body velocity, and
+    the discrete Legendre transforms are left-trivialized: the Lie-group variational integrator
+    ([LeeLeokMcClamroch2007], [BouRabeeMarsden2009]) and, for `gm.LinearConstraint`, the discrete
+    Lagrange–d'Alembert scheme on groups ([FedorovZenkov2005], [KobilarovMarsdenSukhatme2010]);
+    the stored group element stays on the group to round-off and the momentum of a left symmetry
+    (the spatial angular momentum of a free body) is conserved to the solver's tolerance.
 
     Constraints nonlinear in $v$ (`gm.Constraint`), $\\mathcal{W} \\ne \\mathcal{D}$ (`work_space`)
     and known work (`known_work`) have no variational discretization here: `simulate` raises.
@@ -156,6 +174,8 @@ class VariationalIntegrator(AbstractSystemIntegrator):
                 "Lagrange-d'Alembert principle); this system has a work_space W != D, which has no "
                 "variational discretization here: use a diffrax integrator."
             )
+        if system.constraint is not None and not system.constraint.affine_in_v():
+            raise TypeError(NO_DISCRETE_FORM)
         if system.known_work is not None:
             raise ValueError(
                 "gm.VariationalIntegrator implements ideal constraints; this system has known_work "
@@ -212,26 +232,80 @@ class DiscreteMechanicsSolver(diffrax.AbstractSolver):
 
     # -- the discrete mechanics ------------------------------------------------------------------
 
+    def advance(self, q0, dq):
+        """$q_0 \\oplus \\Delta q$: $q_0 + \\Delta q$ in coordinates, $q_0\\exp(\\Delta q)$ on a group."""
+        return self.system.manifold.oplus(q0, dq) if self.system.on_group else q0 + dq
+
     def discrete_lagrangian(self, t0, q0, dt, dq) -> Float[Array, ""]:
-        """$L_d(q_0, q_0 + \\Delta q)$ over $[t_0, t_0 + \\Delta t]$ ([MW] Part 2), written in the
-        increment $\\Delta q$ so that $\\bar v = \\Delta q/\\Delta t$ has no cancellation."""
+        """$L_d(q_0, q_0 \\oplus \\Delta q)$ over $[t_0, t_0 + \\Delta t]$ ([MW] Part 2), written in
+        the increment $\\Delta q$ so that $\\bar v = \\Delta q/\\Delta t$ has no cancellation. On a
+        group $\\bar v$ is the body velocity of $q_0\\exp(s\\,\\Delta q)$, $s \\in [0, 1]$
+        ([LeeLeokMcClamroch2007], [BouRabeeMarsden2009])."""
         L, v = self.system.L, dq / dt
         if self.quadrature == "midpoint":
-            return dt * L(t0 + dt / 2, q0 + dq / 2, v)  # midpoint rule
-        return dt / 2 * (L(t0, q0, v) + L(t0 + dt, q0 + dq, v))  # trapezoidal rule
+            return dt * L(t0 + dt / 2, self.advance(q0, dq / 2), v)  # midpoint rule
+        return dt / 2 * (L(t0, q0, v) + L(t0 + dt, self.advance(q0, dq), v))  # trapezoidal rule
 
-    def discrete_forces(self, t0, q0, dt, dq) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
-        """$(f_d^-, f_d^+)$: the same quadrature of $\\int F^e\\cdot\\delta q\\,dt$ with $\\delta q$
-        linear on the step ([MW] §3.2)."""
+    def virtual_work(self, t0, q0, dt, dq, eta0, eta1) -> Float[Array, ""]:
+        """$f_d^-\\cdot\\eta_0 + f_d^+\\cdot\\eta_1$: the same quadrature of
+        $\\int F^e\\cdot\\delta q\\,dt$ ([MW] §3.2) for the variations $\\eta_0, \\eta_1$ of the
+        end points ($\\delta q$ linear on the step in coordinates; left-trivialized on a group,
+        $q(s)^{-1}\\delta q(s) = \\mathrm{Ad}_{\\exp(-s\\Delta q)}\\eta_0 + s\\,\\mathrm{dexp}_{-s\\Delta q}
+        \\delta(\\Delta q)$, see `discrete_momenta`)."""
         F, v = self.system.external_force, dq / dt
-        if self.quadrature == "midpoint":
-            f = dt / 2 * F(t0 + dt / 2, q0 + dq / 2, v)
-            return f, f
-        return dt / 2 * F(t0, q0, v), dt / 2 * F(t0 + dt, q0 + dq, v)
+        if self.quadrature == "trapezoid":
+            f0, f1 = F(t0, q0, v), F(t0 + dt, self.advance(q0, dq), v)
+            return dt / 2 * (f0 @ eta0 + f1 @ eta1)
+        f = F(t0 + dt / 2, self.advance(q0, dq / 2), v)
+        if not self.system.on_group:
+            return dt / 2 * f @ (eta0 + eta1)
+        m = self.system.manifold
+        # at s = 1/2 with Ad_{exp(-x)} = J_r(x) J_r(-x)⁻¹ (J_r(x) = ∫₀¹ Ad_{exp(-sx)} ds)
+        w = m.dexp(dq / 2, m.dexp_inverse(-dq / 2, eta0) + self.increment_variation(dq, eta0, eta1) / 2)
+        return dt * f @ w
+
+    def increment_variation(self, dq, eta0, eta1):
+        """$\\delta(\\Delta q)$ for the variations $\\eta_0, \\eta_1$ of $q_0$, $q_1 = q_0 \\oplus
+        \\Delta q$: $\\eta_1 - \\eta_0$ in coordinates; on a group, with $\\delta q_i = q_i\\eta_i$,
+        $\\mathrm{dexp}_{-\\Delta q}\\delta(\\Delta q) = \\eta_1 - \\mathrm{Ad}_{\\exp(-\\Delta q)}\\eta_0$, so
+        $\\delta(\\Delta q) = J_r(\\Delta q)^{-1}\\eta_1 - J_r(-\\Delta q)^{-1}\\eta_0$ ([BouRabeeMarsden2009])."""
+        if not self.system.on_group:
+            return eta1 - eta0
+        m = self.system.manifold
+        return m.dexp_inverse(dq, eta1) - m.dexp_inverse(-dq, eta0)
+
+    def discrete_momenta(self, t0, q0, dt, dq) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
+        """$(D_1L_d + f_d^-, D_2L_d + f_d^+)$ at $(q_0, q_0 \\oplus \\Delta q)$: minus the discrete
+        momentum at $q_0$ and the discrete momentum at $q_1$ (discrete Legendre transforms, forced,
+        [MW] Part 1, §3.2). On a group both are left-trivialized (body momenta), the derivatives of
+        the discrete action along $q_i \\mapsto q_i\\exp(\\eta_i)$ ([LeeLeokMcClamroch2007]);
+        with `increment_variation` this is
+        $D_1L_d = \\partial_{q}L_d - J_r(-\\Delta q)^{-\\top}\\partial_{\\Delta q}L_d$,
+        $D_2L_d = J_r(\\Delta q)^{-\\top}\\partial_{\\Delta q}L_d$ ([BouRabeeMarsden2009]), and in
+        coordinates $\\partial_{q_0} - \\partial_{\\Delta q}$, $\\partial_{\\Delta q}$."""
+
+        def action(eta0, eta1):  # the step's discrete action and virtual work, varied
+            varied = dq + self.increment_variation(dq, eta0, eta1)
+            Ld = self.discrete_lagrangian(t0, self.advance(q0, eta0), dt, varied)
+            return Ld + self.virtual_work(t0, q0, dt, dq, eta0, eta1)
+
+        zero = jnp.zeros_like(dq)
+        return jax.grad(action, argnums=(0, 1))(zero, zero)
+
+    def discrete_constraint(self, t0, q0, dt, dq) -> Float[Array, " k"]:
+        """$\\phi_d(q_0, q_0 \\oplus \\Delta q)$; on a group the constraint's discrete form in the
+        chart centred at $q_0$: $h(q_0\\exp\\Delta q)$ on holonomic rows,
+        $A(q_0\\exp\\tfrac{\\Delta q}{2})\\,\\Delta q/h + c$ on linear ones (the body velocity of
+        the step is $\\Delta q/h$ all along it)."""
+        constraint = self.system.constraint
+        if not self.system.on_group:
+            return constraint.discrete_residual(t0, q0, dt, dq)
+        local = constraint.localized(Chart(self.system.manifold, q0))
+        return local.discrete_residual(t0, jnp.zeros_like(dq), dt, dq)
 
     def constraint_covectors(self, t, q, v) -> Float[Array, "k n"]:
         """$A = \\partial\\phi/\\partial v$ (rows $Dh$ for holonomic constraints; independent of $v$
-        for the constraints accepted here)."""
+        for the constraints accepted here; acting on the body velocity on a group)."""
         system = self.system
         return jax.jacfwd(lambda v_: system.constraint_residual(State(q, v_), t))(v)
 
@@ -239,15 +313,15 @@ class DiscreteMechanicsSolver(diffrax.AbstractSolver):
         """One step from `y0` at time `t0` by the signed step `dt`: the new `State` (`y0` itself if
         a solve failed) and the result code."""
         system, root_finder = self.system, self.root_finder
+        q0, v0 = y0.q, y0.v
         if root_finder is None:  # simplified Newton at a tolerance near round-off
-            tol = float(jnp.finfo(y0.q.dtype).eps) ** (2 / 3)
+            tol = float(jnp.finfo(v0.dtype).eps) ** (2 / 3)
             root_finder = optx.Chord(rtol=tol, atol=tol)
         solve = functools.partial(
             optx.root_find, solver=root_finder, max_steps=self.max_steps, throw=False
         )
-        q0, v0 = y0.q, y0.v
         t1 = t0 + dt
-        p0 = system.momentum(y0, t0)  # Legendre map (2.3)
+        p0 = system.momentum(y0, t0)  # Legendre map (2.3); the body momentum on a group
         A0 = self.constraint_covectors(t0, q0, v0)
         scale_p = jax.lax.stop_gradient(1 + jnp.max(jnp.abs(p0)))
         scale_c = jax.lax.stop_gradient(1 + jnp.max(jnp.abs(v0)))
@@ -256,25 +330,24 @@ class DiscreteMechanicsSolver(diffrax.AbstractSolver):
         def position_equations(y, args):
             dq, lam = y
             t0_, q0_, p0_, dt_, A0_ = args
-            # D1 L_d = ∂_{q0} L_d|_{Δq} − ∂_{Δq} L_d, D2 L_d = ∂_{Δq} L_d (increment form)
-            dLd_q0, dLd_dq = jax.grad(self.discrete_lagrangian, argnums=(1, 3))(t0_, q0_, dt_, dq)
-            f_minus, _ = self.discrete_forces(t0_, q0_, dt_, dq)
+            minus, _ = self.discrete_momenta(t0_, q0_, dt_, dq)
             # p_k + D1 L_d + f_d^- = A(q_k)^T λ: forced, constrained DEL / DLA in
-            # position-momentum form ([MW] §3.2, §3.5; [CM]; [MP])
-            r_p = (p0_ + dLd_q0 - dLd_dq + f_minus - A0_.T @ lam) / scale_p
+            # position-momentum form ([MW] §3.2, §3.5; [CM]; [MP]); left-trivialized on a group
+            # ([LeeLeokMcClamroch2007]; [FedorovZenkov2005], [KobilarovMarsdenSukhatme2010])
+            r_p = (p0_ + minus - A0_.T @ lam) / scale_p
             if constraint is None:
                 return r_p, lam
             # φ_d(q_k, q_{k+1}) = 0: h(q_{k+1}) on holonomic rows, the midpoint ω_d on linear ones
-            r_c = constraint.discrete_residual(t0_, q0_, dt_, dq) / scale_c
+            r_c = self.discrete_constraint(t0_, q0_, dt_, dq) / scale_c
             return r_p, r_c
 
-        k, dtype = A0.shape[0], q0.dtype
+        k, dtype = A0.shape[0], v0.dtype
         guess = (dt * v0, jnp.zeros((k,), dtype))
         positions = solve(position_equations, y0=guess, args=(t0, q0, p0, dt, A0))
         dq = positions.value[0]
-        q1 = q0 + dq
-        _, dLd_dq = jax.grad(self.discrete_lagrangian, argnums=(1, 3))(t0, q0, dt, dq)
-        p1 = dLd_dq + self.discrete_forces(t0, q0, dt, dq)[1]  # F^+L_d, forced ([MW] §3.2)
+        q1 = self.advance(q0, dq)
+        # F^+L_d, forced ([MW] §3.2): the body momentum at q_{k+1} on a group
+        _, p1 = self.discrete_momenta(t0, q0, dt, dq)
         A1 = self.constraint_covectors(t1, q1, dq / dt)
 
         def velocity_equations(y, args):
@@ -309,7 +382,8 @@ def _step_result(*solves: optx.RESULTS) -> diffrax.RESULTS:
 class _PartialStepInterpolation(diffrax.AbstractLocalInterpolation):
     """Dense output of `DiscreteMechanicsSolver`: $y(t)$ inside a step is a variational step of
     length $t - t_k$ from $y_k$, so it lies on $\\mathcal{C}$. `inf` after the start of a failed
-    step (not reached); linear interpolation if that partial step itself failed to converge."""
+    step (not reached); linear interpolation (on a group: the nearer end) if that partial step
+    itself failed to converge."""
 
     t0: Array
     t1: Array
@@ -330,7 +404,10 @@ class _PartialStepInterpolation(diffrax.AbstractLocalInterpolation):
             self.direction * self.t0, self.y0, self.direction * s_safe
         )
         c = s_safe / full
-        linear = jtu.tree_map(lambda a, b: a + c * (b - a), self.y0, self.y1)
+        if self.solver.system.on_group:  # the nearer end, a point of the group
+            linear = jtu.tree_map(lambda a, b: jnp.where(c < 0.5, a, b), self.y0, self.y1)
+        else:
+            linear = jtu.tree_map(lambda a, b: a + c * (b - a), self.y0, self.y1)
         converged = diffrax.is_successful(result)
         y = jtu.tree_map(lambda a, b: jnp.where(converged, a, b), y, linear)
         y = jtu.tree_map(lambda a, b: jnp.where(s >= full, b, a), y, self.y1)
