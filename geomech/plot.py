@@ -11,6 +11,8 @@ import contextlib
 import warnings
 from collections.abc import Callable, Sequence
 
+import jax
+import jaxlie
 import numpy as np
 
 
@@ -36,8 +38,6 @@ def point_array(q) -> np.ndarray:
     (`(R, x)` -> `(w, x, y, z, x₁, x₂, x₃)`)."""
     if hasattr(q, "shape"):
         return np.asarray(q)
-    import jax
-
     return np.concatenate([np.asarray(p) for p in jax.tree_util.tree_leaves(q)], axis=-1)
 
 
@@ -397,8 +397,6 @@ def animate(
 def _rotations(q):
     """The rotation matrices `(..., 3, 3)` of saved configurations on SO(3), SE(3), or a product
     whose first factor is one of them."""
-    import jaxlie
-
     if isinstance(q, tuple):
         q = q[0]
     if isinstance(q, jaxlie.SE3):
@@ -414,8 +412,6 @@ def _rotations(q):
 def _angular_indices(q) -> tuple[int, int, int]:
     """Where the body angular velocity sits in the flat velocity: after the linear part on SE(3)
     (jaxlie's order), first otherwise."""
-    import jaxlie
-
     first = q[0] if isinstance(q, tuple) else q
     return (3, 4, 5) if isinstance(first, jaxlie.SE3) else (0, 1, 2)
 
@@ -495,8 +491,6 @@ def contact_path(
 
     **Returns:** the `Axes`.
     """
-    import jax
-
     q = sol.states.q
     if contact is None:
         if not (isinstance(q, tuple) and len(q) == 2):
@@ -539,8 +533,6 @@ def conserved(sol, quantities: dict, *, ax=None):
 
     **Returns:** the `Axes`.
     """
-    import jax
-
     if not quantities:
         raise ValueError("quantities must name at least one function of (q, v).")
     batch = np.shape(sol.ts)
