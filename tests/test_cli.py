@@ -556,9 +556,10 @@ def test_enable_compilation_cache(tmp_path, monkeypatch):
 # -- compare, demo, entry point ----------------------------------------------------------------
 
 
-def test_compare_solvers_agree(capsys):
-    # the defaults of `geomech demo`'s comparison
-    code, out, _ = run(capsys, "compare", "thesis_example2")
+@pytest.mark.parametrize("name", ["thesis_example2", "pivoted_top"])
+def test_compare_solvers_agree(capsys, name):
+    # the defaults of `geomech demo`'s comparison; a model on SO(3) × ℝ³ (random states q ⊕ δ)
+    code, out, _ = run(capsys, "compare", name)
     assert code == 0, out
     for solver in ("projection", "gauss", "gibbs-appell", "gibbs-appell-d", "kane", "multipliers"):
         assert solver in out
