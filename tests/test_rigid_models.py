@@ -103,7 +103,8 @@ def euler_poisson_reference(model, R0, w0, ts):
 
 
 def test_heavy_top_through_upright_against_euler_poisson():
-    """Started upright (R = 1, where ZXZ angles are singular) and returning near it: R and ω."""
+    """Started upright (R = 1, where ZXZ angles are singular), the axis then leaving the vertical:
+    R and ω against SciPy."""
     model = gmm.HeavyTop()
     y0 = model.initial_state()
     np.testing.assert_allclose(y0.q.as_matrix(), np.eye(3))  # upright
