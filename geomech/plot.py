@@ -36,13 +36,14 @@ def point_array(q) -> np.ndarray:
     as they are; on a Lie group the `jaxlie` element's parameters (the quaternion `wxyz` of an
     SO(3), `wxyz_xyz` of an SE(3)), the factors of a product concatenated in order
     (`(R, x)` -> `(w, x, y, z, x₁, x₂, x₃)`)."""
-    if hasattr(q, "shape"):
-        return np.asarray(q)
-    return np.concatenate([np.asarray(p) for p in jax.tree_util.tree_leaves(q)], axis=-1)
+    if isinstance(q, tuple):  # a product's factors
+        return np.concatenate([point_array(p) for p in q], axis=-1)
+    return np.asarray(q.parameters() if hasattr(q, "parameters") else q)
 
 
 def _on_group(sol) -> bool:
-    return not hasattr(sol.states.q, "shape")
+    q = sol.states.q
+    return isinstance(q, tuple) or hasattr(q, "parameters")
 
 
 def _batched(x, ndim):

@@ -16,6 +16,7 @@ import warnings
 import diffrax
 import jax
 import jax.numpy as jnp
+import jaxlie
 import matplotlib
 import numpy as np
 import pytest
@@ -195,37 +196,30 @@ def test_run_matches_simulate(capsys, tmp_path, name):
 
 
 def test_run_on_a_group_matches_simulate(capsys, tmp_path):
-    """A model on SO(3) × ℝ³: the stored quaternion and position as the point's columns, the
-    body angular velocity and ẋ as v's, against `gm.simulate`; the trajectory plot shows v."""
+    """A model on SO(3) × ℝ³, an ensemble of two: the stored quaternion and position as the
+    point's columns, the body angular velocity and ẋ as v's; trajectory 0 against `gm.simulate`,
+    trajectory 1 from q₀ ⊕ δ on the group and on the pivot constraint."""
     name = "pivoted_top"
-    code, _, err = run(capsys, "run", name, "--t1", "0.3", "--points", "7", "--out", str(tmp_path))
-    assert code == 0, err
+    argv = ["run", name, "--t1", "0.3", "--points", "7", "--batch", "2", "--out", str(tmp_path)]
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and "2 / 2 successful" in out, err
     model, ts, sol = _simulate_like_cli(name, 0.3, points=7)
     R, x = sol.states.q
     data = np.load(tmp_path / f"{name}.npz")
-    np.testing.assert_allclose(data["q"], np.concatenate([R.wxyz, x], -1), rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(data["v"], sol.states.v, rtol=1e-9, atol=1e-12)
+    assert data["q"].shape == (2, 7, 7) and data["v"].shape == (2, 7, 6)
+    np.testing.assert_allclose(data["q"][0], np.concatenate([R.wxyz, x], -1), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(data["v"][0], sol.states.v, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(data["q"][1, :, :4], axis=-1), 1.0, rtol=1e-12)
+    assert np.max(np.abs(data["q"][1, 0] - data["q"][0, 0])) > 1e-3  # another initial point
+    h = jax.vmap(model.pivot)((jaxlie.SO3(data["q"][1, :, :4]), data["q"][1, :, 4:]))
+    assert np.max(np.abs(h)) < 1e-7  # projected onto the pivot constraint, held
     assert list(data["labels"]) == ["q_w", "q_x", "q_y", "q_z", "x", "y", "z"]
     assert list(data["velocity_labels"]) == ["omega1", "omega2", "omega3", "vx", "vy", "vz"]
     header = (tmp_path / f"{name}.csv").read_text().splitlines()[0].split(",")
     assert header[2:15] == [*data["labels"], *data["velocity_labels"]]
     summary = json.loads((tmp_path / f"{name}_summary.json").read_text())
-    np.testing.assert_allclose(summary["final_q"], data["q"][-1], rtol=1e-15)
+    np.testing.assert_allclose(summary["final_q"], data["q"][0, -1], rtol=1e-15)
     assert summary["position_residual"] < 1e-7 and summary["energy_conserved"]
-
-
-def test_run_ensemble_on_a_group(capsys):
-    """`--batch` on SO(3) × ℝ³: the points q₀ ⊕ δ stay on the group and are moved onto the pivot
-    constraint (gm.project_to_constraints)."""
-    setup = _setup.build("pivoted_top", {})
-    y = _setup.ensemble(setup, 4, seed=3)
-    R, x = y.q
-    np.testing.assert_allclose(np.linalg.norm(R.wxyz, axis=-1), 1.0, rtol=1e-14)
-    assert np.ptp(R.wxyz, axis=0).max() > 1e-3  # the points differ
-    h = jax.vmap(setup.model.pivot)(y.q)
-    assert np.max(np.abs(h)) < 1e-10
-    code, out, err = run(capsys, "run", "suslov", "--batch", "3", "--t1", "0.2", "--points", "3")
-    assert code == 0 and "3 / 3 successful" in out, err
 
 
 def test_run_ensemble_writes_long_csv(capsys, tmp_path):
@@ -556,9 +550,10 @@ def test_enable_compilation_cache(tmp_path, monkeypatch):
 # -- compare, demo, entry point ----------------------------------------------------------------
 
 
-def test_compare_solvers_agree(capsys):
-    # the defaults of `geomech demo`'s comparison
-    code, out, _ = run(capsys, "compare", "thesis_example2")
+@pytest.mark.parametrize("name", ["thesis_example2", "pivoted_top"])
+def test_compare_solvers_agree(capsys, name):
+    # the defaults of `geomech demo`'s comparison; a model on SO(3) × ℝ³ (random states q ⊕ δ)
+    code, out, _ = run(capsys, "compare", name)
     assert code == 0, out
     for solver in ("projection", "gauss", "gibbs-appell", "gibbs-appell-d", "kane", "multipliers"):
         assert solver in out
