@@ -175,3 +175,14 @@ def test_forward_reverse_quick():
         assert r["grad_rel_diff"] < 1e-8
         assert r["forward_mode_s"] > 0 and r["reverse_mode_s"] > 0
         assert r["forward_mode_over_forward"] == r["forward_mode_s"] / r["forward_s"]
+
+
+def test_lie_heavy_top_quick():
+    """The SO(3) heavy-top ensemble against the same top in ZXZ angles: the two final rotations
+    agree to the tolerance (the comparison times the same motion), the figures are printed."""
+    out = _load("lie_heavy_top").main(["--batch", "2", "--t1", "0.3", "--repeat", "1"])
+    assert out["max_rotation_difference"] < 1e-6
+    assert out["min_sin_theta"] > 0.5
+    for side in ("so3", "zxz_angles"):
+        assert out[side]["steps_max"] > 1 and out[side]["best_run_s"] > 0
+    assert set(out["ratio_so3_over_angles"]) == {"first_call_s", "best_run_s", "steps_mean", "us_per_trajectory_step"}

@@ -184,7 +184,9 @@ def simulate_vakonomic(
     **Arguments:**
 
     - `system`: a `LagrangianSystem` with constraints and no `work_space`/`known_work`.
-    - `y0`: a `State` on $g = 0$, `(n,)` or a batch `(B, n)`.
+    - `y0`: a `State` on $g = 0$, `(n,)` or a batch `(B, n)`; on a Lie group a `jaxlie` point
+        and the body velocity (integrated by Runge–Kutta–Munthe-Kaas with $\\mu$ carried
+        beside, docs/lie_groups.md).
     - `mu0`: the free initial multipliers: `None` (zeros), `(k,)`, or a batch `(B, k)` (with an
         unbatched `y0` this runs a grid of $\\mu_0$ from one mechanical state).
     - `t0`, `t1`: the interval.
