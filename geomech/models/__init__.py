@@ -32,6 +32,10 @@ from ._rolling import (
 from ._rolling import (
     RollingHoop as RollingHoop,
 )
+from ._rolling_bodies import ChaplyginSphere as ChaplyginSphere
+from ._rolling_bodies import Rattleback as Rattleback
+from ._rolling_bodies import RouthSphere as RouthSphere
+from ._rolling_bodies import TurntableBall as TurntableBall
 from ._thesis import ThesisExample2 as ThesisExample2
 
 MODELS: dict[str, type] = {
