@@ -273,7 +273,13 @@ def _simulate(model, state, t1, points=21):
 
 def test_model_interface():
     """Each ball is a model of the library: its system, a state on C at t0, validated."""
-    for cls in (gmm.ChaplyginSphere, gmm.RouthSphere, gmm.TurntableBall, gmm.Rattleback):
+    for cls in (
+        gmm.ChaplyginSphere,
+        gmm.RouthSphere,
+        gmm.TurntableBall,
+        gmm.Rattleback,
+        gmm.RollingDiskSO3,
+    ):
         model = cls()
         assert isinstance(model, gmm.AbstractModel) and model.t1 > model.t0
         system, s0 = model.system(), model.initial_state()
@@ -367,6 +373,27 @@ def test_rattleback_energy_and_spin_reversal():
         spins[w3] = np.sum(w * gamma, -1)  # the spin about the vertical
     assert np.min(spins[5.0]) < -2.0  # reversed, and spinning the other way
     assert np.all(spins[-5.0] < 0)  # not reversed in the same time
+
+
+def test_disk_on_so3_follows_the_euler_angle_disk():
+    """The thin disk on SO(3) × ℝ² and `gm.models.RollingDisk` in Euler angles, started in the
+    same state (leaning and turning, away from the angles' singularity): the Euler-angle
+    trajectory mapped to (R, centre) and (ω, ẋ) is the group trajectory, to the tolerance."""
+    model = gmm.RollingDiskSO3()
+    euler = model.euler_model()
+    s0e = euler.initial_state(lean=0.3, yaw_rate=1.0, spin_rate=4.0)
+    ts = jnp.linspace(0.0, 2.0, 11)
+    kw = dict(saveat=diffrax.SaveAt(ts=ts), rtol=1e-10, atol=1e-10)
+    sol = gm.simulate(model.system(), model.from_euler(s0e), 0.0, 2.0, **kw)
+    ref = gm.simulate(euler.system(), s0e, 0.0, 2.0, **kw)
+    lean = np.asarray(ref.states.q[:, 3])
+    assert np.ptp(lean) > 0.05 and np.max(np.abs(lean)) < 1.2  # it wobbles, away from π/2
+    mapped = jax.vmap(lambda q, v: model.from_euler(gm.State(q, v)))(ref.states.q, ref.states.v)
+    (R, x), (R_ref, x_ref) = sol.states.q, mapped.q
+    angle = np.linalg.norm(np.asarray((R.inverse() @ R_ref).log()), axis=-1)
+    assert np.max(angle) < 1e-7, angle
+    np.testing.assert_allclose(x, x_ref, atol=1e-7 * float(model.R))
+    np.testing.assert_allclose(sol.states.v, mapped.v, atol=1e-7 * float(np.abs(mapped.v).max()))
 
 
 # -- bad input ---------------------------------------------------------------------------------

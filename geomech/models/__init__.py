@@ -34,6 +34,7 @@ from ._rolling import (
 )
 from ._rolling_bodies import ChaplyginSphere as ChaplyginSphere
 from ._rolling_bodies import Rattleback as Rattleback
+from ._rolling_bodies import RollingDiskSO3 as RollingDiskSO3
 from ._rolling_bodies import RouthSphere as RouthSphere
 from ._rolling_bodies import TurntableBall as TurntableBall
 from ._thesis import ThesisExample2 as ThesisExample2

@@ -8,15 +8,17 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import jaxlie
 from jaxtyping import Array, ArrayLike, Float
 
 from .._bundle import State
 from .._rigid_body import RigidBody
-from .._rolling_contact import Ellipsoid, RollingBody, Sphere
+from .._rolling_contact import Ellipsoid, RollingBody, Sphere, ThinDisk
 from .._system import LagrangianSystem
 from ._base import AbstractModel
+from ._rolling import RollingDisk
 
 Vector = ArrayLike | Sequence[float]
 
@@ -26,8 +28,8 @@ def _param(x):
     return x.astype(jnp.result_type(float, x))
 
 
-class _AbstractBall(AbstractModel):
-    """A ball on $SO(3)\\times\\mathbb{R}^2$ with the velocity's tangent directions as its
+class _AbstractRollingBody(AbstractModel):
+    """A body rolling on $SO(3)\\times\\mathbb{R}^2$ with the velocity's tangent directions as its
     coordinates."""
 
     coordinates: ClassVar[tuple[str, ...]] = ("omega1", "omega2", "omega3", "x_dot", "y_dot")
@@ -56,7 +58,7 @@ class _AbstractBall(AbstractModel):
         return State(q, body.rolling_velocity(q, jnp.asarray(omega, dtype)))
 
 
-class ChaplyginSphere(_AbstractBall):
+class ChaplyginSphere(_AbstractRollingBody):
     """Chaplygin's ball [Chaplygin1903]: a ball of radius `a` and mass `m` whose centre of mass is
     its geometric centre, with unequal principal moments `inertia` $(I_1, I_2, I_3)$ about it,
     rolling on a horizontal plane. Conserved: the energy, and with the angular momentum about the
@@ -77,7 +79,7 @@ class ChaplyginSphere(_AbstractBall):
         return RollingBody(RigidBody(self.m, self.inertia), Sphere(self.a), self.g)
 
 
-class RouthSphere(_AbstractBall):
+class RouthSphere(_AbstractRollingBody):
     """Routh's sphere [Routh1905]: a ball of radius `a` and mass `m` whose centre of
     mass sits at `offset` $\\varepsilon$ along its axis of dynamical symmetry $e_3$ (the body
     frame's origin is the geometric centre), with moments $I_1 = I_2$ = `I1` and $I_3$ = `I3`
@@ -105,7 +107,7 @@ class RouthSphere(_AbstractBall):
         return RollingBody(body, Sphere(self.a), self.g)
 
 
-class TurntableBall(_AbstractBall):
+class TurntableBall(_AbstractRollingBody):
     """A homogeneous ball (radius `a`, mass `m`, $I = \\tfrac25 m a^2$) rolling on a turntable that
     turns at `Omega` about the vertical through the origin: the contact point moves with the
     table (an affine constraint). The centre's velocity obeys $\\dot u = \\tfrac27\\Omega\\,
@@ -134,7 +136,7 @@ class TurntableBall(_AbstractBall):
         return super().initial_state(omega, attitude, position)
 
 
-class Rattleback(_AbstractBall):
+class Rattleback(_AbstractRollingBody):
     """The rattleback of [KaneLevinson1982]: an ellipsoid with semi-axes `semi_axes` $(a, b, c)$
     along the body axes $e_1, e_2, e_3$, its centre of mass at `h` from the ellipsoid's centre
     towards the bottom point, mass `m`, central moments `A`, `B`, `C` and product of inertia `D`
@@ -185,3 +187,51 @@ class Rattleback(_AbstractBall):
         """Tilted by `attitude` (0.5° about $e_1$ and $e_2$), spinning at `omega` (Kane &
         Levinson's −5 rad/s about their downward axis: +5 rad/s about $e_3$ here)."""
         return super().initial_state(omega, attitude, position)
+
+
+class RollingDiskSO3(_AbstractRollingBody):
+    """The thin disk of `gm.models.RollingDisk` (radius `R`, mass `m`, moments `A` about a
+    diameter and `B` about the axis; uniform by default, $A = mR^2/4$, $B = mR^2/2$) on
+    $SO(3)\times\mathbb{R}^2$, without the Euler angles' singularity: the disk's axis is the
+    body's $e_2$, $x$ the horizontal position of its centre, the rim rolls on the plane
+    (`gm.ThinDisk`). With $R = R_z(\varphi) R_x(\theta) R_y(\psi)$ and the centre at the
+    contact point plus $R(\sin\theta\sin\varphi, -\sin\theta\cos\varphi, \cos\theta)$ it is
+    `RollingDisk`'s motion (`from_euler`)."""
+
+    m: Float[Array, ""] = eqx.field(default=1.0, converter=_param)
+    R: Float[Array, ""] = eqx.field(default=1.0, converter=_param)
+    g: Float[Array, ""] = eqx.field(default=9.81, converter=_param)
+    A: Float[Array, ""] | None = eqx.field(default=None)
+    B: Float[Array, ""] | None = eqx.field(default=None)
+
+    description: ClassVar[str] = "thin disk rolling on a plane, on SO(3) x R^2"
+
+    def euler_model(self) -> RollingDisk:
+        """The same disk in Euler angles."""
+        return RollingDisk(m=self.m, R=self.R, g=self.g, A=self.A, B=self.B)
+
+    def rolling_body(self) -> RollingBody:
+        A, B = self.euler_model().inertia()
+        body = RigidBody(self.m, jnp.stack([A, B, A]))
+        return RollingBody(body, ThinDisk(self.R, axis=1), self.g)
+
+    def from_euler(self, state: State) -> State:
+        """`RollingDisk`'s state $(x, y, \varphi, \theta, \psi)$ and its velocity as the state
+        $(R, x_{centre})$, $(\omega, \dot x_{centre})$ here (valid for one state)."""
+        disk = self.euler_model()
+
+        def point(q):
+            R = (
+                jaxlie.SO3.from_z_radians(q[2])
+                @ jaxlie.SO3.from_x_radians(q[3])
+                @ jaxlie.SO3.from_y_radians(q[4])
+            )
+            return R, q[:2] + disk.center_offset(q[2:4])[:2]
+
+        (R, x), (_, xdot) = jax.jvp(point, (state.q,), (state.v,))
+        omega, _ = disk.angular_velocity(state.q, state.v)
+        return State((R, x), jnp.concatenate([R.inverse().apply(omega), xdot]))
+
+    def initial_state(self, **kwargs) -> State:
+        """`RollingDisk`'s initial state (its keyword arguments) mapped by `from_euler`."""
+        return self.from_euler(self.euler_model().initial_state(**kwargs))
