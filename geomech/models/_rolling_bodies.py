@@ -145,9 +145,9 @@ class Rattleback(_AbstractRollingBody):
     2 cm, $h$ = 1 cm, $m$ = 1 kg, $A, B, C, D$ = 2, 16, 17, −0.2 kg cm²).
 
     Kane & Levinson's $e_3$ points down, into the plane; here $e_3$ points up (their frame turned
-    by π about $e_1$), so their inertia matrix $\begin{pmatrix} A & D & 0\\ D & B & 0\\ 0 & 0 &
-    C\end{pmatrix}$ reads with $-D$ here, and their spin $\omega_3 = -5$ rad/s is
-    $\omega_3 = +5$ rad/s about the upward $e_3$ (the default start, tilted by 0.5° about $e_1$
+    by π about $e_1$), so their inertia matrix $\\begin{pmatrix} A & D & 0\\\\ D & B & 0\\\\ 0 & 0 &
+    C\\end{pmatrix}$ reads with $-D$ here, and their spin $\\omega_3 = -5$ rad/s is
+    $\\omega_3 = +5$ rad/s about the upward $e_3$ (the default start, tilted by 0.5° about $e_1$
     and $e_2$). The energy is conserved; that spin reverses within the first seconds, the opposite
     one far later."""
 
@@ -192,10 +192,10 @@ class Rattleback(_AbstractRollingBody):
 class RollingDiskSO3(_AbstractRollingBody):
     """The thin disk of `gm.models.RollingDisk` (radius `R`, mass `m`, moments `A` about a
     diameter and `B` about the axis; uniform by default, $A = mR^2/4$, $B = mR^2/2$) on
-    $SO(3)\times\mathbb{R}^2$, without the Euler angles' singularity: the disk's axis is the
+    $SO(3)\\times\\mathbb{R}^2$, without the Euler angles' singularity: the disk's axis is the
     body's $e_2$, $x$ the horizontal position of its centre, the rim rolls on the plane
-    (`gm.ThinDisk`). With $R = R_z(\varphi) R_x(\theta) R_y(\psi)$ and the centre at the
-    contact point plus $R(\sin\theta\sin\varphi, -\sin\theta\cos\varphi, \cos\theta)$ it is
+    (`gm.ThinDisk`). With $R = R_z(\\varphi) R_x(\\theta) R_y(\\psi)$ and the centre at the
+    contact point plus $R(\\sin\\theta\\sin\\varphi, -\\sin\\theta\\cos\\varphi, \\cos\\theta)$ it is
     `RollingDisk`'s motion (`from_euler`)."""
 
     m: Float[Array, ""] = eqx.field(default=1.0, converter=_param)
@@ -216,8 +216,8 @@ class RollingDiskSO3(_AbstractRollingBody):
         return RollingBody(body, ThinDisk(self.R, axis=1), self.g)
 
     def from_euler(self, state: State) -> State:
-        """`RollingDisk`'s state $(x, y, \varphi, \theta, \psi)$ and its velocity as the state
-        $(R, x_{centre})$, $(\omega, \dot x_{centre})$ here (valid for one state)."""
+        """`RollingDisk`'s state $(x, y, \\varphi, \\theta, \\psi)$ and its velocity as the state
+        $(R, x_{centre})$, $(\\omega, \\dot x_{centre})$ here (valid for one state)."""
         disk = self.euler_model()
 
         def point(q):
