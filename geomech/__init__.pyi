@@ -94,6 +94,13 @@ from ._manifold import (
 )
 from ._precision import PrecisionWarning as PrecisionWarning
 from ._rigid_body import RigidBody as RigidBody
+from ._rolling_contact import AbstractSurface as AbstractSurface
+from ._rolling_contact import Ellipsoid as Ellipsoid
+from ._rolling_contact import RollingBody as RollingBody
+from ._rolling_contact import Sphere as Sphere
+from ._rolling_contact import SupportFunction as SupportFunction
+from ._rolling_contact import ThinDisk as ThinDisk
+from ._rolling_contact import rolling_constraint as rolling_constraint
 from ._solver._base import AbstractSolver as AbstractSolver
 from ._solver._gauss import Gauss as Gauss
 from ._solver._gibbs_appell import (

@@ -58,7 +58,10 @@ WITH_ACTION = ("spherical_pendulum", "sleigh", "rolling_disk", "appell_hamel")
 # models on Lie groups (a `jaxlie` point, not coordinates): the coordinate reference of
 # `reference.py` does not apply; tests/test_rigid_models.py checks each against its own reference
 # (and that this list is every model with `point_parameters`)
-ON_GROUPS = ("free_rigid_body", "heavy_top", "pivoted_top", "suslov", "veselova")
+ON_GROUPS = (
+    "free_rigid_body", "heavy_top", "pivoted_top", "suslov", "veselova",
+    "chaplygin_sphere", "routh_sphere", "turntable_ball", "rattleback", "rolling_disk_so3",
+)  # fmt: skip
 
 
 def problem(name, model) -> ref.Problem:

@@ -37,6 +37,11 @@ from ._rolling import (
 from ._rolling import (
     RollingHoop as RollingHoop,
 )
+from ._rolling_bodies import ChaplyginSphere as ChaplyginSphere
+from ._rolling_bodies import Rattleback as Rattleback
+from ._rolling_bodies import RollingDiskSO3 as RollingDiskSO3
+from ._rolling_bodies import RouthSphere as RouthSphere
+from ._rolling_bodies import TurntableBall as TurntableBall
 from ._thesis import ThesisExample2 as ThesisExample2
 
 MODELS: dict[str, type] = {
@@ -52,6 +57,11 @@ MODELS: dict[str, type] = {
     "rolling_hoop": RollingHoop,
     "thesis_example2": ThesisExample2,
     "appell_hamel": AppellHamel,
+    "chaplygin_sphere": ChaplyginSphere,
+    "routh_sphere": RouthSphere,
+    "turntable_ball": TurntableBall,
+    "rattleback": Rattleback,
+    "rolling_disk_so3": RollingDiskSO3,
     "free_rigid_body": FreeRigidBody,
     "heavy_top": HeavyTop,
     "pivoted_top": PivotedTop,

@@ -1,0 +1,337 @@
+"""Rolling without slipping of a convex rigid body on a horizontal plane (docs/lie_groups.md), as
+ready building blocks: the body's surface, the contact point found from it, the rolling constraint
+(on a fixed plane or a turntable) and the Lagrangian of the rolling body.
+
+The configuration is $q = (R, x) \\in SO(3) \\times \\mathbb{R}^2$: the attitude $R$ and the
+horizontal position $x = (x, y)$ of the body frame's origin (the reference point); the velocity
+is $v = (\\omega, \\dot x)$ with $\\omega$ the body angular velocity. The plane is $z = 0$, $e_3$
+points up, and $\\gamma = R^\\top e_3$ is the vertical in the body frame.
+
+**Contact point** [BorisovMamaev2002]: a convex body with support function
+$h(u) = \\max_{p \\in K} p\\cdot u$ (in the body frame, about the origin) touches the plane below
+it at the point whose outward normal is $-\\gamma$, $s(\\gamma) = \\nabla h(-\\gamma)$, and its
+origin is at height $z(R) = h(-\\gamma) = -s\\cdot\\gamma$ (Euler's relation for the 1-homogeneous
+$h$): a holonomic relation, not a coordinate. Along the motion $\\dot\\gamma = \\gamma\\times\\omega$
+and $\\dot z = s\\cdot(\\omega\\times\\gamma)$ (the envelope theorem: $s$ moving along the surface
+does not contribute).
+
+**Rolling**: the material point at the contact has the velocity of the plane there,
+$\\dot X + R(\\omega\\times s) = \\Omega\\, e_3\\times x_c$ with $X = (x, y, z)$ and
+$x_c = X + R s$ the contact point ($\\Omega = 0$ on a fixed plane; $\\Omega$ the angular velocity
+of a turntable about the vertical through the spatial origin, [BorisovMamaev2002]); the
+vertical row holds identically by $\\dot z$ above, the horizontal rows are the constraint
+$\\dot x - [R\\,\\hat s\\,\\omega]_{xy} - \\Omega\\,[e_3 \\times x_c]_{xy} = 0$ (a `LinearConstraint`
+$A(q)\\,v + c(q) = 0$, affine when $\\Omega \\ne 0$).
+"""
+
+import abc
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jaxlie
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from ._constraint import LinearConstraint
+from ._lie import SO3
+from ._manifold import Euclidean, Product
+from ._rigid_body import RigidBody
+from ._system import LagrangianSystem
+
+
+def _concrete(x) -> np.ndarray | None:
+    """`x` as a NumPy array, or `None` under tracing (values are checked only when known)."""
+    return None if isinstance(x, jax.core.Tracer) else np.asarray(x)
+
+
+def _hat(w):
+    z = jnp.zeros((), w.dtype)
+    return jnp.stack(
+        [jnp.stack([z, -w[2], w[1]]), jnp.stack([w[2], z, -w[0]]), jnp.stack([-w[1], w[0], z])]
+    )
+
+
+def _positive(owner: str, name: str, x: ArrayLike, shape: tuple[int, ...]) -> Array:
+    """`x` as a float array of `shape` whose entries (when concrete) are finite and positive;
+    `ValueError` naming the argument otherwise (before any tracing)."""
+    x = jnp.asarray(x)
+    x = x.astype(jnp.result_type(float, x))
+    if x.shape != shape:
+        raise ValueError(f"{owner}: `{name}` must have shape {shape}, got {x.shape}.")
+    c = _concrete(x)
+    if c is not None and not (np.all(np.isfinite(c)) and np.all(c > 0)):
+        raise ValueError(f"{owner}: `{name}` must be finite and positive, got {c}.")
+    return x
+
+
+# -- surfaces ----------------------------------------------------------------------------------
+
+
+class AbstractSurface(eqx.Module):
+    """The convex surface of a body, in the body frame about its origin: its support function
+    $h(u) = \\max_{p\\in K} p\\cdot u$ and the point $s(\\gamma) = \\nabla h(-\\gamma)$ where it
+    touches a plane below it ($\\gamma$ the upward vertical in the body frame)
+    [BorisovMamaev2002]."""
+
+    @abc.abstractmethod
+    def support(self, u: Float[Array, "3"]) -> Float[Array, ""]:
+        """$h(u)$, 1-homogeneous in $u$."""
+
+    def contact_point(self, gamma: Float[Array, "3"]) -> Float[Array, "3"]:
+        """$s(\\gamma) = \\nabla h(-\\gamma)$, the body-frame point of contact with the plane."""
+        return jax.grad(self.support)(-gamma)
+
+    def height(self, gamma: Float[Array, "3"]) -> Float[Array, ""]:
+        """$z = -s(\\gamma)\\cdot\\gamma$, the height of the body frame's origin above the plane."""
+        return -self.contact_point(gamma) @ gamma
+
+
+class Sphere(AbstractSurface):
+    """A sphere of `radius` $a$ centred at the body frame's origin: $h(u) = a|u|$,
+    $s = -a\\gamma$, $z = a$."""
+
+    radius: Float[Array, ""]
+
+    def __init__(self, radius: ArrayLike):
+        self.radius = _positive("Sphere", "radius", radius, ())
+
+    def support(self, u):
+        return self.radius * jnp.linalg.norm(u)
+
+    def contact_point(self, gamma):
+        return -self.radius * gamma / jnp.linalg.norm(gamma)
+
+
+class Ellipsoid(AbstractSurface):
+    """An ellipsoid $\\sum_i p_i^2/a_i^2 = 1$ with `semi_axes` $a$ along the body axes, centred at
+    the origin: $h(u) = |D u|$, $D = \\mathrm{diag}(a)$, so $s = -D^2\\gamma/|D\\gamma|$ and
+    $z = |D\\gamma|$ [BorisovMamaev2002]."""
+
+    semi_axes: Float[Array, "3"]
+
+    def __init__(self, semi_axes: ArrayLike):
+        self.semi_axes = _positive("Ellipsoid", "semi_axes", semi_axes, (3,))
+
+    def support(self, u):
+        return jnp.linalg.norm(self.semi_axes * u)
+
+    def contact_point(self, gamma):
+        d2 = self.semi_axes**2
+        return -d2 * gamma / jnp.sqrt(gamma @ (d2 * gamma))
+
+
+class ThinDisk(AbstractSurface):
+    """The rim of a thin disk of `radius` $r$ centred at the origin, in the plane normal to the
+    body axis `axis` $n$ (0, 1, 2 or a 3-vector): $h(u) = r|u - (u\\cdot n)n|$, so
+    $s = -r\\,\\gamma_\\perp/|\\gamma_\\perp|$ with $\\gamma_\\perp = \\gamma - (\\gamma\\cdot n)n$
+    (singular when the disk lies flat, $\\gamma \\parallel n$)."""
+
+    radius: Float[Array, ""]
+    axis: Float[Array, "3"]
+
+    def __init__(self, radius: ArrayLike, axis: int | ArrayLike = 2):
+        self.radius = _positive("ThinDisk", "radius", radius, ())
+        if isinstance(axis, int):
+            if axis not in (0, 1, 2):
+                raise ValueError(f"ThinDisk: `axis` must be 0, 1, 2 or a 3-vector, got {axis}.")
+            axis = np.eye(3)[axis]
+        n = jnp.asarray(axis, self.radius.dtype)
+        if n.shape != (3,):
+            raise ValueError(
+                f"ThinDisk: `axis` must be 0, 1, 2 or a 3-vector, got shape {n.shape}."
+            )
+        c = _concrete(n)
+        if c is not None and not (np.all(np.isfinite(c)) and np.linalg.norm(c) > 0):
+            raise ValueError(f"ThinDisk: `axis` must be a finite non-zero vector, got {c}.")
+        self.axis = n / jnp.linalg.norm(n)
+
+    def _in_plane(self, u):
+        return u - (u @ self.axis) * self.axis
+
+    def support(self, u):
+        return self.radius * jnp.linalg.norm(self._in_plane(u))
+
+    def contact_point(self, gamma):
+        g = self._in_plane(gamma)
+        return -self.radius * g / jnp.linalg.norm(g)
+
+
+class SupportFunction(AbstractSurface):
+    """A convex body given by its support function `h(u) -> scalar` (body frame, about the
+    origin; 1-homogeneous and differentiable where the body touches the plane): the contact point
+    is $\\nabla h(-\\gamma)$ by automatic differentiation."""
+
+    h: Callable
+
+    def __check_init__(self):
+        if not callable(self.h):
+            raise TypeError(
+                f"SupportFunction: `h` must be a function h(u) -> scalar, got {type(self.h).__name__}."
+            )
+
+    def support(self, u):
+        return jnp.asarray(self.h(u))
+
+
+# -- the rolling constraint --------------------------------------------------------------------
+
+
+def _vertical(R: jaxlie.SO3) -> Float[Array, "3"]:
+    """$\\gamma = R^\\top e_3$."""
+    return R.inverse().apply(jnp.array([0.0, 0.0, 1.0], R.wxyz.dtype))
+
+
+class _RollingRows(eqx.Module):
+    """$A(q) = [-(R\\hat s)_{xy},\\ I_2]$: $A v = \\dot x + [R(\\omega\\times s)]_{xy}$."""
+
+    surface: AbstractSurface
+
+    def __call__(self, q):
+        R, _ = q
+        s = self.surface.contact_point(_vertical(R))
+        rows = -(R.as_matrix() @ _hat(s))[:2]
+        return jnp.concatenate([rows, jnp.eye(2, dtype=rows.dtype)], axis=1)
+
+
+class _TableTerm(eqx.Module):
+    """$c(q) = -\\Omega\\,[e_3\\times x_c]_{xy}$, $x_c = x + [R s]_{xy}$: the turntable's velocity
+    at the contact point."""
+
+    surface: AbstractSurface
+    rate: Float[Array, ""]
+
+    def __call__(self, q):
+        R, x = q
+        xc = x + R.apply(self.surface.contact_point(_vertical(R)))[:2]
+        return -self.rate * jnp.stack([-xc[1], xc[0]])
+
+
+def _check_surface(owner: str, surface) -> None:
+    if not isinstance(surface, AbstractSurface):
+        raise TypeError(
+            f"{owner}: `surface` must be a gm.Sphere, gm.Ellipsoid, gm.ThinDisk or "
+            f"gm.SupportFunction, got {type(surface).__name__}."
+        )
+
+
+def _table_rate(owner: str, table_rate) -> Array | None:
+    if table_rate is None:
+        return None
+    rate = jnp.asarray(table_rate)
+    rate = rate.astype(jnp.result_type(float, rate))
+    if rate.shape != ():
+        raise ValueError(f"{owner}: `table_rate` must be a scalar, got shape {rate.shape}.")
+    c = _concrete(rate)
+    if c is not None and not np.isfinite(c):
+        raise ValueError(f"{owner}: `table_rate` must be finite, got {c}.")
+    return rate
+
+
+def rolling_constraint(
+    surface: AbstractSurface, table_rate: ArrayLike | None = None
+) -> LinearConstraint:
+    """Rolling without slipping of a body with `surface` on the plane $z = 0$, on
+    $q = (R, x) \\in SO(3)\\times\\mathbb{R}^2$ with $v = (\\omega, \\dot x)$: the material contact
+    point has the plane's velocity [BorisovMamaev2002],
+
+    $$\\dot x + [R(\\omega\\times s(\\gamma))]_{xy} - \\Omega\\,[e_3\\times x_c]_{xy} = 0,$$
+
+    $s(\\gamma)$ the body-frame contact point, $x_c = x + (R s)_{xy}$ the contact point on the
+    plane, $\\Omega$ = `table_rate` the angular velocity of a turntable about the vertical through
+    the origin (`None`: a fixed plane; then the constraint is linear, else affine, with its free
+    term). Two rows; the vertical one, $\\dot z = s\\cdot(\\omega\\times\\gamma)$, is the holonomic
+    relation $z = -s\\cdot\\gamma$ (`RollingBody`)."""
+    _check_surface("rolling_constraint", surface)
+    rate = _table_rate("rolling_constraint", table_rate)
+    free = None if rate is None else _TableTerm(surface, rate)
+    return LinearConstraint(_RollingRows(surface), free)
+
+
+# -- the rolling body --------------------------------------------------------------------------
+
+
+class RollingBody(eqx.Module):
+    """A `RigidBody` whose `surface` rolls without slipping on the horizontal plane $z = 0$ (a
+    turntable turning at `table_rate` $\\Omega$ about the vertical through the origin, when given)
+    in the field of gravity $-g e_3$, on $SO(3)\\times\\mathbb{R}^2$ (`manifold`):
+    $q = (R, x)$, $v = (\\omega, \\dot x)$, $x$ the horizontal position of the body frame's origin,
+    whose height is $z(R) = -s\\cdot\\gamma$.
+
+    `lagrangian(q, v)` is the body's $T - U$ with its origin at $X = (x, y, z(R))$ moving with
+    $\\dot X = (\\dot x, \\dot y, s\\cdot(\\omega\\times\\gamma))$ [BorisovMamaev2002];
+    `constraint()` is `rolling_constraint(surface, table_rate)`; `system()` both, as a
+    `LagrangianSystem`. Fields are parameters (one compilation for every radius or inertia)."""
+
+    body: RigidBody
+    surface: AbstractSurface
+    g: Float[Array, ""]
+    table_rate: Float[Array, ""] | None
+
+    def __init__(
+        self,
+        body: RigidBody,
+        surface: AbstractSurface,
+        g: ArrayLike = 9.81,
+        table_rate: ArrayLike | None = None,
+    ):
+        if not isinstance(body, RigidBody):
+            raise TypeError(
+                f"RollingBody: `body` must be a gm.RigidBody, got {type(body).__name__}."
+            )
+        _check_surface("RollingBody", surface)
+        g = jnp.asarray(g)
+        g = g.astype(jnp.result_type(float, g))
+        if g.shape != ():
+            raise ValueError(f"RollingBody: `g` must be a scalar, got shape {g.shape}.")
+        c = _concrete(g)
+        if c is not None and not (np.isfinite(c) and c >= 0):
+            raise ValueError(f"RollingBody: `g` must be finite and non-negative, got {c}.")
+        self.body, self.surface, self.g = body, surface, g
+        self.table_rate = _table_rate("RollingBody", table_rate)
+
+    @property
+    def manifold(self) -> Product:
+        return Product(SO3(), Euclidean(2))
+
+    def position(self, q) -> Float[Array, "3"]:
+        """$X = (x, y, z(R))$, the body frame's origin in space."""
+        R, x = q
+        return jnp.concatenate([x, self.surface.height(_vertical(R))[None]])
+
+    def contact(self, q) -> Float[Array, "3"]:
+        """$x_c = X + R s$, the contact point in space (its height is zero)."""
+        R, _ = q
+        return self.position(q) + R.apply(self.surface.contact_point(_vertical(R)))
+
+    def velocity(self, q, v) -> Float[Array, "3"]:
+        """$\\dot X$: $(\\dot x, \\dot y)$ from `v` and $\\dot z = s\\cdot(\\omega\\times\\gamma)$."""
+        R, _ = q
+        gamma = _vertical(R)
+        zdot = self.surface.contact_point(gamma) @ jnp.cross(v[:3], gamma)
+        return jnp.concatenate([v[3:], zdot[None]])
+
+    def rolling_velocity(self, q, omega: Float[Array, "3"]) -> Float[Array, "5"]:
+        """The velocity $v = (\\omega, \\dot x)$ with $\\dot x$ from the rolling constraint, for a
+        state on $\\mathcal{C}$."""
+        rows = _RollingRows(self.surface)(q)
+        xdot = -rows[:, :3] @ omega
+        if self.table_rate is not None:
+            xdot = xdot - _TableTerm(self.surface, self.table_rate)(q)
+        return jnp.concatenate([omega, xdot])
+
+    def lagrangian(self, q, v) -> Float[Array, ""]:
+        R, _ = q
+        gravity = jnp.stack([0.0 * self.g, 0.0 * self.g, -self.g])
+        L = self.body.lagrangian(Product(SO3(), Euclidean(3)), gravity)
+        return L((R, self.position(q)), jnp.concatenate([v[:3], self.velocity(q, v)]))
+
+    def constraint(self) -> LinearConstraint:
+        return rolling_constraint(self.surface, self.table_rate)
+
+    def system(self, **kwargs) -> LagrangianSystem:
+        """The `LagrangianSystem` (keyword arguments, e.g. `forces`, passed on)."""
+        return LagrangianSystem(
+            self.lagrangian, constraint=self.constraint(), manifold=self.manifold, **kwargs
+        )
