@@ -101,7 +101,6 @@ def disk_rows(t1: float) -> dict:
             "run_s": min(times),
             "steps": steps,
             "time_per_step_us": 1e6 * min(times) / steps,
-            "energy_drift": float(jnp.max(jnp.abs(sol.energy - sol.energy[0]))),
         }
     return rows
 
