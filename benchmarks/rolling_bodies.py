@@ -75,7 +75,6 @@ def disk_rows(t1: float) -> dict:
     """The thin disk on SO(3) × ℝ² against the Euler-angle disk from the same upright rolling
     state, where both apply."""
     import diffrax
-    import jax.numpy as jnp
 
     import geomech as gm
     import geomech.models as gmm
