@@ -702,3 +702,29 @@ def test_project_to_constraints_on_a_group():
     out = gm.project_to_constraints(top, batch)
     np.testing.assert_allclose(out.v[0], p.v, atol=1e-12)
     np.testing.assert_allclose(out.q[1][1], xp, atol=1e-12)
+
+
+@pytest.mark.parametrize("known", [False, True])
+def test_work_space_and_known_work_on_a_group(known):
+    """W ≠ D and a known work on SO(3): Suslov's constraint ω₃ = 0 (D = ker e₃ᵀ) with a work space
+    W = ker C, C = (e₃ + 0.3 e₁)ᵀ, and optionally F⁰(R, ω) = -0.2 Iω + 0.1 Rᵀe₃ with F^c(u) = F⁰(u)
+    on W. By hand: F^c - F⁰ annihilates W, so I ω̇ = Iω × ω + F⁰ + Cᵀλ with e₃·ω̇ = 0 (the thesis'
+    generalized nonholonomic system (3.19), §5.2)."""
+    rng = np.random.default_rng(21)
+    I = random_inertia(rng)
+    C = jnp.array([[0.3, 0.0, 1.0]])
+    F0 = (lambda R, w: -0.2 * I @ w + 0.1 * R.inverse().apply(E3)) if known else None
+    system = gm.LagrangianSystem(
+        rigid_body(I), constraint=gm.LinearConstraint(lambda R: E3[None]),
+        work_space=gm.Subspace(annihilator=lambda R, w: C), known_work=F0, manifold=gm.SO3(),
+    )  # fmt: skip
+    R, w = random_states(rng)
+    w = w.at[:, 2].set(0.0)  # on the constraint
+    for b in range(3):
+        Rb = jaxlie.SO3(R.wxyz[b])
+        rhs = jnp.cross(I @ w[b], w[b]) + (F0(Rb, w[b]) if known else 0.0)
+        K = jnp.block([[I, -C.T], [E3[None], jnp.zeros((1, 1))]])
+        expected = jnp.linalg.solve(K, jnp.concatenate([rhs, jnp.zeros(1)]))[:3]
+        for name, solver in solvers(known_work=known).items():
+            got = gm.acceleration(system, gm.State(Rb, w[b]), solver)
+            np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-11, err_msg=name)
