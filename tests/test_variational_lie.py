@@ -121,7 +121,7 @@ def test_free_rigid_body_noether_group_and_bounded_energy():
     ts, states, energy = reached(sol)
     assert sol.result == diffrax.RESULTS.successful and len(ts) == MAX + 1
     R = jax.vmap(rotation_matrix_unnormalized)(states.q.wxyz)
-    defect = jnp.linalg.norm(jnp.einsum("tji,tjk->tik", R, R) - jnp.eye(3), axis=(1, 2))
+    defect = jnp.linalg.norm(jnp.einsum("tji,tjk->tik", R, R) - jnp.eye(3)[None], axis=(1, 2))
     assert float(jnp.max(defect)) < 1e-13
     m = spatial_momentum(np.asarray(R), states.v)
     assert np.max(np.abs(m - m[0])) <= 1e-12 * np.linalg.norm(m[0])

@@ -131,8 +131,8 @@ def ensemble(setup: Setup, batch: int, seed: int, scale: float = 0.02) -> gm.Sta
     if setup.on_group:  # q ⊕ δ: a step along the tangent directions of the chart centred at q
         q = jax.vmap(setup.system.manifold.oplus, in_axes=(None, 0))(setup.y0.q, noise(kq))
     else:
-        q = setup.y0.q + noise(kq)
-    y = gm.State(q, setup.y0.v + noise(kv))
+        q = setup.y0.q[None] + noise(kq)
+    y = gm.State(q, setup.y0.v[None] + noise(kv))
     return _project(setup.system, y, jnp.asarray(setup.t0, setup.dtype)) if setup.k else y
 
 
