@@ -190,15 +190,19 @@ def accelerations(system, states, names=None):
 
 @pytest.mark.parametrize("cls", [gmm.ChaplyginSphere, gmm.RouthSphere])
 def test_ball_accelerations_against_newton_euler(cls):
-    """Every solver gives the Newton–Euler accelerations at random states on C (an ellipsoid with
-    an offset centre of mass too, through the same generic body)."""
+    """The solvers give the Newton–Euler accelerations at random states on C (every solver on
+    Chaplygin's ball)."""
     rng = np.random.default_rng(4)
     model = cls()
     body = model.rolling_body()
     a = float(model.a)
     system = model.system()
     states = _states_on_c(body, rng, 3)
-    accs = accelerations(system, states)
+    # every solver on Chaplygin's ball; Routh's sphere is the same structure with an offset
+    # centre of mass: two solvers of different kinds there (CI time)
+    accs = accelerations(
+        system, states, None if cls is gmm.ChaplyginSphere else ("projection", "kane")
+    )
     for i, state in enumerate(states):
         R, x = state.q
         expected = newton_euler(
@@ -390,7 +394,9 @@ def test_disk_on_so3_follows_the_euler_angle_disk():
     assert np.ptp(lean) > 0.05 and np.max(np.abs(lean)) < 1.2  # it wobbles, away from π/2
     mapped = jax.vmap(lambda q, v: model.from_euler(gm.State(q, v)))(ref.states.q, ref.states.v)
     (R, x), (R_ref, x_ref) = sol.states.q, mapped.q
-    angle = np.linalg.norm(np.asarray((R.inverse() @ R_ref).log()), axis=-1)
+    angle = np.linalg.norm(
+        np.asarray(jax.vmap(lambda a, b: (a.inverse() @ b).log())(R, R_ref)), axis=-1
+    )
     assert np.max(angle) < 1e-7, angle
     np.testing.assert_allclose(x, x_ref, atol=1e-7 * float(model.R))
     np.testing.assert_allclose(sol.states.v, mapped.v, atol=1e-7 * float(np.abs(mapped.v).max()))
