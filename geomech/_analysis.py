@@ -20,6 +20,7 @@ from jaxtyping import Array, Complex, Float
 from . import _checks
 from ._bundle import State
 from ._dynamics import acceleration
+from ._lie import local_coordinates
 from ._linalg import min_singular_value, rank_tolerance, unit_rows
 from ._solver._base import AbstractSolver
 from ._solver._projection import Projection
@@ -351,6 +352,7 @@ class _Selection(eqx.Module):
     speeds: tuple[int, ...] = eqx.field(static=True)
     fixed_q: tuple[int, ...] = eqx.field(static=True)
     fixed_v: tuple[int, ...] = eqx.field(static=True)
+    body_symmetries: tuple[int, ...] = eqx.field(static=True)
 
     @property
     def free_q(self) -> tuple[int, ...]:
@@ -361,18 +363,31 @@ class _Selection(eqx.Module):
         return _complement(self.speeds + self.fixed_v, self.n)
 
 
-def _check_linearize_args(system, state, t, coordinates, speeds, fixed_q, fixed_v) -> _Selection:
+def _check_linearize_args(
+    system, state, t, coordinates, speeds, fixed_q, fixed_v, body_symmetries=()
+) -> _Selection:
     n, m, k = _sizes(system, state, t)
     c = _indices("coordinates", coordinates, n)
     s = _indices("speeds", speeds, n)
     fq = _indices("fixed_q", fixed_q, n)
     fv = _indices("fixed_v", fixed_v, n)
+    sym = _indices("body_symmetries", body_symmetries, n)
     _disjoint("coordinates", c, "fixed_q", fq)
     _disjoint("speeds", s, "fixed_v", fv)
     if not c and not s:
         raise ValueError("coordinates and speeds are both empty: there is nothing to linearize.")
     _check_counts(n, m, k, c + fq, s + fv, "coordinates + fixed_q", "speeds + fixed_v")
-    return _Selection(n, c, s, fq, fv)
+    if sym and not system.on_group:
+        raise ValueError(
+            "body_symmetries are tangent directions of a Lie group; this system's configuration "
+            "space is coordinates: hold a cyclic coordinate in fixed_q instead."
+        )
+    if not set(sym) <= set(fq):
+        raise ValueError(
+            f"body_symmetries {sym} must be held directions, in fixed_q {fq}: the linearization "
+            "is taken in the frame that turns with them."
+        )
+    return _Selection(n, c, s, fq, fv, sym)
 
 
 def _newton_step(residual, y0, args, jac_args):
@@ -415,12 +430,39 @@ def _linearization(system, state, solver, t, sel: _Selection, newton: _Newton):
             )
             v = v.at[fv].set(y)
         a = acceleration(system, State(q, v), solver, t)  # X_R = (v, a_R), Prop. 2 / Cor. 2
-        f = jnp.concatenate([_rate(system, psi, v)[ci], a[si]])
+        if sel.body_symmetries:
+            rate, a = _turning_with(system, sel.body_symmetries, q, psi, v, a)
+        else:
+            rate = _rate(system, psi, v)
+        f = jnp.concatenate([rate[ci], a[si]])
         return f, f
 
     z0 = jnp.concatenate([at.q[ci], x0.v[si]])
     A, rate = jax.jacfwd(rhs, has_aux=True)(z0)
     return A, rate, x0
+
+
+def _turning_with(system, directions, q, psi, v, a):
+    """$(\dot\delta, \dot s)$ and $\dot{\tilde v}$ in the frame that turns with the body
+    symmetries $e_i$, $i \in$ `directions` (`linearize`), at $s = 0$: the chart
+    $q_0\exp(\delta)\exp(s e_i)$ has velocity $\mathrm{dexp}_{-\delta}\dot\delta + \dot s\,e_i$,
+    and $\tilde v = \mathrm{Ad}_{\exp(s e_i)}v$ changes by $\dot s\,\mathrm{ad}_{e_i}v$
+    ([Bloch2003]; Ad as in [Sola2018]). $\mathrm{Ad}_{\exp(-s e_i)}v$ is the velocity at $q\exp(s e_i)$ of
+    $q\exp(\epsilon v)\exp(s e_i)$."""
+    manifold = system.manifold
+    idx = jnp.array(directions, int)
+    J = jax.jacfwd(lambda psi_dot: manifold.dexp(psi, psi_dot))(jnp.zeros_like(v))
+    J = J.at[:, idx].set(jnp.eye(v.shape[0], dtype=v.dtype)[:, idx])
+    rate = jnp.linalg.solve(J, v)
+
+    def moved(s, u):  # Ad_{exp(-s e_i)} u, the velocity u seen from q exp(s e_i)
+        turn = lambda p: manifold.oplus(p, jnp.zeros_like(u).at[idx].set(s))
+        curve = lambda eps: local_coordinates(turn(q), turn(manifold.oplus(q, eps * u)))
+        return jax.jvp(curve, (jnp.zeros((), u.dtype),), (jnp.ones((), u.dtype),))[1]
+
+    zero = jnp.zeros(len(directions), v.dtype)
+    _, minus_ad = jax.jvp(lambda s: moved(s, v), (zero,), (rate[idx],))  # -ṡ ad_{e_i} v
+    return rate, a - minus_ad
 
 
 @eqx.filter_jit
@@ -437,6 +479,7 @@ def linearize(
     speeds: Sequence[int],
     fixed_q: Sequence[int] = (),
     fixed_v: Sequence[int] = (),
+    body_symmetries: Sequence[int] = (),
     solver: AbstractSolver = Projection(),
     t=0.0,
 ) -> Linearization:
@@ -467,6 +510,18 @@ def linearize(
     state's $q$, perturbed point $q \\oplus \\delta$, rate $\\dot\\psi = \\mathrm{dexp}^{-1}_{-\\delta} v$
     (docs/lie_groups.md says when its eigenvalues decide stability).
 
+    **About a relative equilibrium on a Lie group.** A steady motion that turns the body about one
+    of its own axes $e_i$ (a disk rolling upright, a top spinning) is not an equilibrium of that
+    chart. If the system is invariant under $q \mapsto q\exp(s e_i)$ (a body symmetry, e.g. an
+    axisymmetric body about its axis), name $i$ in `body_symmetries` (it must be held, in
+    `fixed_q`): the linearization is then taken in the frame that turns with the body about $e_i$,
+    with the chart $q\exp(\delta)\exp(s e_i)$ and the velocity
+    $\tilde v = \mathrm{Ad}_{\exp(s e_i)}v$, in which the steady motion is an equilibrium:
+    $\dot\delta$ and $\dot s$ from $v = \mathrm{dexp}_{-\delta}\dot\delta + \dot s\,e_i$, and
+    $\dot{\tilde v} = a_R + \dot s\,\mathrm{ad}_{e_i}v$ at $s = 0$ ([Bloch2003]: the
+    reduced dynamics of the quotient by the symmetry). This is what Euler angles do with a cyclic
+    spin angle; invariance is the caller's claim, not checked.
+
     For a pendulum in Cartesian $(x, y)$ with $h = x^2 + y^2 - l^2$ ($n = 2$, $m = k = 1$):
     `coordinates=(1,), speeds=(1,)` linearizes in $(y, \\dot y)$ with $x, \\dot x$ dependent.
 
@@ -476,12 +531,16 @@ def linearize(
         others are first made consistent).
     - `coordinates`, `speeds`: indices of the coordinates and speeds in $z$ ($p$ and $r$ of them).
     - `fixed_q`, `fixed_v`: indices held fixed and left out of $z$.
+    - `body_symmetries`: tangent directions in `fixed_q` that are body symmetries (above; on a
+        Lie group only).
     - `solver`: the solver for $a_R$ (all solvers give the same `A`).
     - `t`: the time.
 
     **Returns:** a `Linearization` with `A`, `eigenvalues`, `state` and `rate`.
     """
-    sel = _check_linearize_args(system, state, t, coordinates, speeds, fixed_q, fixed_v)
+    sel = _check_linearize_args(
+        system, state, t, coordinates, speeds, fixed_q, fixed_v, body_symmetries
+    )
     newton = _newton(state.v.dtype, None, None, 32)
     t = jnp.asarray(t, state.v.dtype)  # an array, so that a new t does not recompile
     return _linearize_jit(system, state, solver, t, sel, newton)
@@ -525,7 +584,7 @@ def hurwitz_determinant(c: Float[Array, " N1"]) -> Float[Array, ""]:
 class _Boundary(eqx.Module):
     """The options of `stability_boundary` that every evaluation of $g(\\mu)$ reads."""
 
-    sets: tuple  # (coordinates, speeds, fixed_q, fixed_v) as given, checked per system
+    sets: tuple  # (coordinates, speeds, fixed_q, fixed_v, body_symmetries) as given, checked per system
     solver: AbstractSolver
     t: Float[Array, ""]
     newton: _Newton
@@ -576,6 +635,7 @@ def stability_boundary(
     speeds: Sequence[int],
     fixed_q: Sequence[int] = (),
     fixed_v: Sequence[int] = (),
+    body_symmetries: Sequence[int] = (),
     solver: AbstractSolver = Projection(),
     t=0.0,
     crossing: str = "real",
@@ -631,7 +691,8 @@ def stability_boundary(
     - `family`: `(mu, args) -> (system, state)`, the steady motion at parameter `mu`.
     - `mu0`: a real scalar: Newton's starting point (with `bracket`, only its dtype is used).
     - `args`: passed to `family`; $\\mu^*$ is differentiable with respect to its arrays.
-    - `coordinates`, `speeds`, `fixed_q`, `fixed_v`, `solver`, `t`: as for `linearize`.
+    - `coordinates`, `speeds`, `fixed_q`, `fixed_v`, `body_symmetries`, `solver`, `t`: as for
+        `linearize`.
     - `crossing`: `"real"` or `"complex"` (above).
     - `zero_eigenvalues`: the number $z$ of eigenvalues that are zero for every $\\mu$.
     - `bracket`: optional `(lower, upper)` containing one crossing; bisection instead of Newton.
@@ -668,7 +729,7 @@ def stability_boundary(
         family,
         mu0,
         args,
-        (coordinates, speeds, fixed_q, fixed_v),
+        (coordinates, speeds, fixed_q, fixed_v, body_symmetries),
         solver,
         jnp.asarray(t, mu0.dtype),  # an array, so that a new t does not recompile
         crossing,
