@@ -443,12 +443,12 @@ def _linearization(system, state, solver, t, sel: _Selection, newton: _Newton):
 
 
 def _turning_with(system, directions, q, psi, v, a):
-    """$(\dot\delta, \dot s)$ and $\dot{\tilde v}$ in the frame that turns with the body
-    symmetries $e_i$, $i \in$ `directions` (`linearize`), at $s = 0$: the chart
-    $q_0\exp(\delta)\exp(s e_i)$ has velocity $\mathrm{dexp}_{-\delta}\dot\delta + \dot s\,e_i$,
-    and $\tilde v = \mathrm{Ad}_{\exp(s e_i)}v$ changes by $\dot s\,\mathrm{ad}_{e_i}v$
-    ([Bloch2003]; Ad as in [Sola2018]). $\mathrm{Ad}_{\exp(-s e_i)}v$ is the velocity at $q\exp(s e_i)$ of
-    $q\exp(\epsilon v)\exp(s e_i)$."""
+    """$(\\dot\\delta, \\dot s)$ and $\\dot{\\tilde v}$ in the frame that turns with the body
+    symmetries $e_i$, $i \\in$ `directions` (`linearize`), at $s = 0$: the chart
+    $q_0\\exp(\\delta)\\exp(s e_i)$ has velocity $\\mathrm{dexp}_{-\\delta}\\dot\\delta + \\dot s\\,e_i$,
+    and $\\tilde v = \\mathrm{Ad}_{\\exp(s e_i)}v$ changes by $\\dot s\\,\\mathrm{ad}_{e_i}v$
+    ([Bloch2003]; Ad as in [Sola2018]). $\\mathrm{Ad}_{\\exp(-s e_i)}v$ is the velocity at $q\\exp(s e_i)$ of
+    $q\\exp(\\epsilon v)\\exp(s e_i)$."""
     manifold = system.manifold
     idx = jnp.array(directions, int)
     J = jax.jacfwd(lambda psi_dot: manifold.dexp(psi, psi_dot))(jnp.zeros_like(v))
@@ -512,13 +512,13 @@ def linearize(
 
     **About a relative equilibrium on a Lie group.** A steady motion that turns the body about one
     of its own axes $e_i$ (a disk rolling upright, a top spinning) is not an equilibrium of that
-    chart. If the system is invariant under $q \mapsto q\exp(s e_i)$ (a body symmetry, e.g. an
+    chart. If the system is invariant under $q \\mapsto q\\exp(s e_i)$ (a body symmetry, e.g. an
     axisymmetric body about its axis), name $i$ in `body_symmetries` (it must be held, in
     `fixed_q`): the linearization is then taken in the frame that turns with the body about $e_i$,
-    with the chart $q\exp(\delta)\exp(s e_i)$ and the velocity
-    $\tilde v = \mathrm{Ad}_{\exp(s e_i)}v$, in which the steady motion is an equilibrium:
-    $\dot\delta$ and $\dot s$ from $v = \mathrm{dexp}_{-\delta}\dot\delta + \dot s\,e_i$, and
-    $\dot{\tilde v} = a_R + \dot s\,\mathrm{ad}_{e_i}v$ at $s = 0$ ([Bloch2003]: the
+    with the chart $q\\exp(\\delta)\\exp(s e_i)$ and the velocity
+    $\\tilde v = \\mathrm{Ad}_{\\exp(s e_i)}v$, in which the steady motion is an equilibrium:
+    $\\dot\\delta$ and $\\dot s$ from $v = \\mathrm{dexp}_{-\\delta}\\dot\\delta + \\dot s\\,e_i$, and
+    $\\dot{\\tilde v} = a_R + \\dot s\\,\\mathrm{ad}_{e_i}v$ at $s = 0$ ([Bloch2003]: the
     reduced dynamics of the quotient by the symmetry). This is what Euler angles do with a cyclic
     spin angle; invariance is the caller's claim, not checked.
 

@@ -2,9 +2,13 @@
 
 import re
 
+import equinox as eqx
+import jax
 import jax.numpy as jnp
 
 import geomech as gm
+from geomech._dynamics import check_solver, constrained_acceleration
+from geomech._stages import assemble
 
 
 # -- the solvers -----------------------------------------------------------------------------------
@@ -30,6 +34,27 @@ def solvers(*, basis=None, action=None, known_work=False) -> dict[str, gm.Abstra
     if known_work:
         out = {k: s for k, s in out.items() if s.supports_known_work}
     return out
+
+
+@eqx.filter_jit
+def _every_acceleration(system, named, states, t):
+    def at(state):
+        stages = assemble(system, state, t)
+        return {name: constrained_acceleration(stages, solver) for name, solver in named.items()}
+
+    return jax.vmap(at)(states)
+
+
+def accelerations(system, states, named: dict[str, gm.AbstractSolver], t=0.0) -> dict:
+    """`{name: a}` with each named solver's `gm.acceleration` at `states` (a list of `State`s,
+    stacked, or one batched `State`), `a` of shape `(B, n)`: what `gm.acceleration` computes
+    (`check_solver`, then the solver on the assembled stages), with the stages assembled once per
+    state for every solver, in one compiled program (CI time)."""
+    for solver in named.values():
+        check_solver(system, solver)
+    if isinstance(states, list):
+        states = jax.tree.map(lambda *x: jnp.stack(x), *states)
+    return _every_acceleration(system, named, states, jnp.asarray(t, float))
 
 
 # -- states and assertions -------------------------------------------------------------------------

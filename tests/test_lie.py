@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import jaxlie
 import numpy as np
 import pytest
-from helpers import solvers
+from helpers import accelerations, solvers
 
 import geomech as gm
 
@@ -89,9 +89,8 @@ def test_heavy_top_gives_euler_poisson_equations():
     # I ω̇ = Iω × ω + mgℓ γ × e₃ (centre of mass at ℓ e₃ in the body)
     torque = jnp.cross(w @ I, w) + mgl * jnp.cross(gamma, E3)
     expected = jnp.linalg.solve(I, torque.T).T
-    for solver in SOLVERS.values():
-        a = jax.vmap(lambda R, w, s=solver: gm.acceleration(system, gm.State(R, w), s))(R, w)
-        np.testing.assert_allclose(a, expected, rtol=1e-11, atol=1e-12)
+    for name, a in accelerations(system, gm.State(R, w), SOLVERS).items():
+        np.testing.assert_allclose(a, expected, rtol=1e-11, atol=1e-12, err_msg=name)
 
 
 def test_suslov_problem():
@@ -106,9 +105,8 @@ def test_suslov_problem():
     R, w = random_states(rng)
     w = w.at[:, 1].set(0.0)
     expected = jax.vmap(lambda w: kkt(I, jnp.cross(I @ w, w), e2, jnp.zeros(1)))(w)
-    for solver in SOLVERS.values():
-        a = jax.vmap(lambda R, w, s=solver: gm.acceleration(system, gm.State(R, w), s))(R, w)
-        np.testing.assert_allclose(a, expected, atol=1e-12)
+    for name, a in accelerations(system, gm.State(R, w), SOLVERS).items():
+        np.testing.assert_allclose(a, expected, atol=1e-12, err_msg=name)
     Fc = jax.vmap(lambda R, w: gm.constraint_force(system, gm.State(R, w)))(R, w)
     np.testing.assert_allclose(Fc[:, [0, 2]], 0.0, atol=1e-12)  # along e₂ only (ideal)
 
@@ -129,9 +127,8 @@ def test_chaplygin_sled_on_se2():
     g = jaxlie.SE2.from_xy_theta(0.3, -1.2, 2.5)
     u, w = 0.8, -1.7
     expected = jnp.array([a * w**2, 0.0, -m * a * u * w / (J + m * a**2)])
-    for solver in SOLVERS.values():
-        got = gm.acceleration(system, gm.State(g, jnp.array([u, 0.0, w])), solver)
-        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    for name, got in accelerations(system, [gm.State(g, jnp.array([u, 0.0, w]))], SOLVERS).items():
+        np.testing.assert_allclose(got[0], expected, rtol=1e-12, atol=1e-12, err_msg=name)
 
 
 def test_rolling_body_on_so3_times_plane():
@@ -156,18 +153,18 @@ def test_rolling_body_on_so3_times_plane():
     system = gm.LagrangianSystem(
         L, constraint=gm.LinearConstraint(A_of_q), manifold=gm.Product(gm.SO3(), gm.Euclidean(2))
     )
+    states, expectations = [], []
     for _ in range(3):
         R, x, w = random_rotation(rng), jnp.asarray(rng.normal(size=2)), jnp.asarray(rng.normal(size=3))
         xdot = r * P @ jnp.cross(R.apply(w), E3)
-        state = gm.State((R, x), jnp.concatenate([w, xdot]))
+        states.append(gm.State((R, x), jnp.concatenate([w, xdot])))
         Rm, x3 = R.as_matrix(), jnp.concatenate([x, jnp.zeros(1)])
         A = jnp.concatenate([r * P @ hat(E3) @ Rm, jnp.eye(2)], axis=1)
         M = jax.scipy.linalg.block_diag(I, m * jnp.eye(2))
         rhs = jnp.concatenate([jnp.cross(I @ w, w) - k * jnp.cross(jnp.eye(3)[0], Rm.T @ x3), -k * P @ Rm[:, 0]])
-        expected = kkt(M, rhs, A, jnp.zeros(2))
-        for solver in SOLVERS.values():
-            got = gm.acceleration(system, state, solver)
-            np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-11)
+        expectations.append(kkt(M, rhs, A, jnp.zeros(2)))
+    for name, got in accelerations(system, states, SOLVERS).items():
+        np.testing.assert_allclose(got, jnp.stack(expectations), rtol=1e-10, atol=1e-11, err_msg=name)
 
 
 def test_se3_free_body():
@@ -373,10 +370,12 @@ def test_momentum_equation_on_so3_with_a_constraint_and_a_force():
     u = jnp.array([jnp.cos(0.4), 0.0, jnp.sin(0.4)])
     R, w = random_states(np.random.default_rng(14))
     w = w.at[:, 1].set(0.0)
-    for name, solver in {**SOLVERS, "momentum": gm.NonholonomicMomentum(space)}.items():
+    every = accelerations(
+        suslov, gm.State(R, w), {**SOLVERS, "momentum": gm.NonholonomicMomentum(space)}
+    )
+    for name, accs in every.items():
         for b in range(3):
-            Rb, wb = jaxlie.SO3(R.wxyz[b]), w[b]
-            a = gm.acceleration(suslov, gm.State(Rb, wb), solver)
+            Rb, wb, a = jaxlie.SO3(R.wxyz[b]), w[b], accs[b]
 
             def J(s, Rb=Rb, wb=wb, a=a):  # J^nh(ξ(t)) along R(t) = R exp(sω), ω(t) = ω + s a
                 Rs = Rb @ jaxlie.SO3.exp(s * wb)
@@ -511,8 +510,8 @@ def rolling_body(I, m, r):
 
 def test_stabilization_on_groups():
     """Loose tolerances over a long run: the pivoted top's drift off h = 0 and φ = 0 (holonomic
-    on SO(3) × ℝ³) and the rolling body's off φ = 0 (SO(3) × ℝ²) are smaller with Baumgarte
-    (the residual in the chart centred at q) and at round-off with projection (Gauss–Newton in
+    on SO(3) × ℝ³) is smaller with Baumgarte (the residual in the chart centred at q), and it and
+    the rolling body's off φ = 0 (SO(3) × ℝ²) are at round-off with projection (Gauss–Newton in
     that chart), than without stabilization."""
     ell = 0.4
     top = pivoted_top(jnp.array([[1.0, 0.1, 0.2], [0.1, 1.6, 0.0], [0.2, 0.0, 2.3]]), 1.5, 9.81, ell)
@@ -534,9 +533,9 @@ def test_stabilization_on_groups():
     R, w = jaxlie.SO3.exp(jnp.array([0.2, -0.4, 0.3])), jnp.array([1.0, -0.5, 2.0])
     xdot = 0.5 * jnp.eye(3)[:2] @ jnp.cross(R.apply(w), E3)
     y0 = gm.State((R, jnp.array([0.1, -0.2])), jnp.concatenate([w, xdot]))
-    sols = (run(body, y0, s) for s in (None, "baumgarte", "projection"))
-    phi_free, phi_b, phi_p = (float(jnp.max(s.constraint_residual)) for s in sols)
-    assert phi_b < phi_free / 5 and phi_p < 1e-13, (phi_free, phi_b, phi_p)
+    sols = (run(body, y0, s) for s in (None, "projection"))  # Baumgarte: the top above (CI time)
+    phi_free, phi_p = (float(jnp.max(s.constraint_residual)) for s in sols)
+    assert phi_free > 1e-9 and phi_p < 1e-13, (phi_free, phi_p)
 
 
 def test_reverse_mode_gradient_through_simulate_on_so3():
@@ -720,11 +719,11 @@ def test_work_space_and_known_work_on_a_group(known):
     )  # fmt: skip
     R, w = random_states(rng)
     w = w.at[:, 2].set(0.0)  # on the constraint
+    got = accelerations(system, gm.State(R, w), solvers(known_work=known))
     for b in range(3):
         Rb = jaxlie.SO3(R.wxyz[b])
         rhs = jnp.cross(I @ w[b], w[b]) + (F0(Rb, w[b]) if known else 0.0)
         K = jnp.block([[I, -C.T], [E3[None], jnp.zeros((1, 1))]])
         expected = jnp.linalg.solve(K, jnp.concatenate([rhs, jnp.zeros(1)]))[:3]
-        for name, solver in solvers(known_work=known).items():
-            got = gm.acceleration(system, gm.State(Rb, w[b]), solver)
-            np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-11, err_msg=name)
+        for name, a in got.items():
+            np.testing.assert_allclose(a[b], expected, rtol=1e-10, atol=1e-11, err_msg=name)
