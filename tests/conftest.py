@@ -14,6 +14,15 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 # the `geomech` command keeps compiled programs in the user's cache directory: never in the tests
 os.environ["GEOMECH_CACHE_DIR"] = tempfile.mkdtemp(prefix="geomech-test-cache-")
 atexit.register(shutil.rmtree, os.environ["GEOMECH_CACHE_DIR"], True)
+# One XLA compilation cache on disk for the whole run, shared by the two workers (made by the
+# controlling process, whose environment they inherit): a program that an earlier test compiled
+# (another module after `jax.clear_caches()`, the docs' examples, the CLI's in-process runs) is
+# loaded instead of compiled again. Loading gives the same executable; only CI time changes.
+if "GEOMECH_TEST_XLA_CACHE" not in os.environ:
+    os.environ["GEOMECH_TEST_XLA_CACHE"] = tempfile.mkdtemp(prefix="geomech-test-xla-")
+    atexit.register(shutil.rmtree, os.environ["GEOMECH_TEST_XLA_CACHE"], True)
+jax.config.update("jax_compilation_cache_dir", os.environ["GEOMECH_TEST_XLA_CACHE"])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
 @pytest.hookimpl(tryfirst=True)

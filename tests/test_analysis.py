@@ -287,7 +287,7 @@ def disk_family(spin, model):
 
 def test_rolling_disk_critical_speed_and_its_derivative():
     """stability_boundary finds Ω_c of the closed form; dΩ_c/d(m, R, g, A, B) by implicit
-    differentiation matches the closed form's derivative (and central differences)."""
+    differentiation matches the closed form's derivative."""
     p0 = jnp.array([1.3, 0.7, 9.81, 0.21, 0.37])
     disk = lambda p: gm.models.RollingDisk(m=p[0], R=p[1], g=p[2], A=p[3], B=p[4])
     kw = dict(DISK_SETS, zero_eigenvalues=1, bracket=(1.0, 10.0))
@@ -301,12 +301,6 @@ def test_rolling_disk_critical_speed_and_its_derivative():
     closed = lambda p: disk_closed_form(disk(p), 0.0)[2]
     np.testing.assert_allclose(mu, closed(p0), rtol=1e-11)
     np.testing.assert_allclose(dmu, jax.grad(closed)(p0), rtol=1e-8)
-    eps = 1e-4  # μ* is found to ~1e-12: central differences err by ~1e-8 (step) + 1e-8 (round-off)
-    fd = [
-        (with_derivative(p0 + eps * e)[1] - with_derivative(p0 - eps * e)[1]) / (2 * eps)
-        for e in jnp.eye(5)
-    ]
-    np.testing.assert_allclose(fd, dmu, rtol=1e-6, atol=1e-8)
     # at the boundary the nonzero pair is a double zero: every real part vanishes
     lin = gm.linearize(*disk_minimal(disk(p0), mu), **DISK_SETS)
     np.testing.assert_allclose(jnp.abs(lin.eigenvalues), 0.0, atol=1e-5)
