@@ -4,18 +4,9 @@ import os
 import shutil
 import tempfile
 
-# Compiling dominates the suite's time, so the tests compile with XLA's backend (LLVM)
-# optimization level 0, set before JAX starts (the notebooks' kernels and the CLI's subprocesses
-# inherit it): XLA's own passes still run, only the machine code is less optimized (the same
-# operations; round-off may differ where the optimizer would fuse a multiply and an add). It cuts
-# the suite's time by about a tenth. The benchmarks, and users, run at XLA's default level.
-_FLAG = "--xla_backend_optimization_level=0"
-if _FLAG not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FLAG}".strip()
-
-import jax  # noqa: E402
-import jaxtyping  # noqa: E402
-import pytest  # noqa: E402
+import jax
+import jaxtyping
+import pytest
 
 jax.config.update("jax_enable_x64", True)
 # implicit rank promotion (a (n,) array against an (n, 1) one) is an error in the tests, as in diffrax's
