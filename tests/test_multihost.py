@@ -5,7 +5,8 @@ Two CPU processes on this machine join through `jax.distributed.initialize` with
 the loopback interface (bound to 127.0.0.1 only), two CPU devices each, so the global `Mesh` has
 four devices over two processes. Each process supplies only its own half of the batch
 (`jax.make_array_from_process_local_data`, as docs/multi_device.md shows); the gathered solution
-must equal the unsharded `gm.simulate` of the whole batch in this process. Every step is bounded in
+must equal the unsharded `gm.simulate` of the whole batch in a single process (a third one, run
+beside them with the same XLA settings). Every step is bounded in
 time (the coordinator's initialization, heartbeat and shutdown timeouts, and the subprocess
 timeout here), so a stuck peer ends the test instead of hanging it. CPU collectives use gloo
 (`jax_cpu_collectives_implementation`, JAX's default).
@@ -19,7 +20,6 @@ import textwrap
 from pathlib import Path
 
 import diffrax
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -93,40 +93,65 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+REFERENCE = textwrap.dedent(
+    """
+    import sys
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    import numpy as np
+    import geomech as gm
+    from test_multihost import initial_states, simulate
+
+    import diffrax
+    from test_multihost import B
+
+    q, v = initial_states()
+    ref = simulate(gm.State(jnp.asarray(q), jnp.asarray(v)))
+    assert ref.states.q.shape == (B, 4, 2) and np.all(np.isfinite(np.asarray(ref.states.v)))
+    assert bool(jnp.all(ref.result == diffrax.RESULTS.successful))
+    np.savez(sys.argv[1], *jax.tree.leaves(ref))
+    print("REFERENCE_OK", flush=True)
+    """
+)
+
+
 def test_two_processes_one_sharded_ensemble(tmp_path):
     env = dict(os.environ)
     env["JAX_PLATFORMS"] = "cpu"
+    # XLA's defaults, one device per process, in the workers and in the single-process reference
+    # (which runs beside them: bit equality holds for the same code generator, and the test
+    # process may use another, see conftest.py)
     env.pop("XLA_FLAGS", None)
     paths = (str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", ""))
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-    port, out = _free_port(), tmp_path / "sharded.npz"
+    port, out, ref = _free_port(), tmp_path / "sharded.npz", tmp_path / "reference.npz"
+    commands = [[WORKER, str(i), str(port), str(out)] for i in range(2)] + [[REFERENCE, str(ref)]]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(i), str(port), str(out)],
+            [sys.executable, "-c", *command],
             env=env,
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
         )
-        for i in range(2)
+        for command in commands
     ]
     try:
-        q, v = initial_states()  # the single-process reference, while the workers run
-        ref = simulate(gm.State(jnp.asarray(q), jnp.asarray(v)))
         logs = [p.communicate(timeout=TIMEOUT_S)[0] for p in procs]
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    for i, (p, log) in enumerate(zip(procs, logs, strict=True)):
-        assert p.returncode == 0 and f"MULTIHOST_OK {i}" in log, log[-3000:]
+    oks = [f"MULTIHOST_OK {i}" for i in range(2)] + ["REFERENCE_OK"]
+    for p, log, ok in zip(procs, logs, oks, strict=True):
+        assert p.returncode == 0 and ok in log, log[-3000:]
     with np.load(out) as data:
         got = [data[f"arr_{i}"] for i in range(len(data.files))]
-    expected = [np.asarray(x) for x in jax.tree.leaves(ref)]
+    with np.load(ref) as data:
+        expected = [data[f"arr_{i}"] for i in range(len(data.files))]
     assert len(got) == len(expected)
     for a, b in zip(got, expected, strict=True):
         np.testing.assert_array_equal(a, b)  # bit-identical
-    assert ref.states.q.shape == (B, 4, 2) and np.all(np.isfinite(np.asarray(ref.states.v)))
-    assert bool(jnp.all(ref.result == diffrax.RESULTS.successful))
