@@ -1,4 +1,4 @@
-"""Gradient/forward of plain diffrax on the cheapest right-hand side there is: what the adjoint costs.
+r"""Gradient/forward of plain diffrax on the cheapest right-hand side there is: what the adjoint costs.
 
     python benchmarks/gradient_floor.py            # n = 4 and 16 linear oscillators, B = 8
     python benchmarks/gradient_floor.py --quick    # n = 4, B = 2, t1 = 1
@@ -7,7 +7,7 @@
 `gradients.py` measures gradient/forward of `jax.grad` through `gm.simulate` (a loss of the final
 states with respect to the initial velocities, B = 8, t ∈ [0, 10], Tsit5, rtol = atol = 1e-8,
 diffrax's default `RecursiveCheckpointAdjoint`). This script measures the same ratio with the same
-driver for plain diffrax on $\\ddot q = -K q$ ($K$ symmetric positive definite, $n$ coordinates):
+driver for plain diffrax on $\ddot q = -K q$ ($K$ symmetric positive definite, $n$ coordinates):
 a right-hand side that is one matrix–vector product, so the ratio is that of diffrax's
 checkpointed reverse pass over an adaptive Tsit5 solve itself, a floor for any right-hand side.
 
