@@ -1,5 +1,5 @@
 """Hand-written right-hand sides of geomech's rigid-body models, the reference of
-`benchmarks/rigid_bodies.py` (issue 32: "rigid bodies at the speed of hand-written code").
+`benchmarks/rigid_bodies.py` ("rigid bodies at the speed of hand-written code").
 
 Every model is written the way one would by hand, with no geomech inside: Newton–Euler equations,
 the orientation as a unit quaternion $q = (w, x, y, z)$ (Hamilton product, jaxlie's `wxyz`
@@ -72,12 +72,22 @@ def solve3_lapack(K, b):
 SOLVES: dict[str, Callable] = {"cramer": solve3_cramer, "linalg_solve": solve3_lapack}
 
 
-def state_difference(a, b, n_quat=4):
-    """max |a - b| over a flat hand state, the quaternion part sign-aligned (leading batch axes
-    allowed)."""
-    qa, qb = a[..., :n_quat], b[..., :n_quat]
+# the parts of a flat state after the quaternion, by its length: the rolling bodies (x, ω), the
+# bodies with a fixed point (ω), and the SO(3) disk of benchmarks/rigid_bodies.py (x, v = (ω, ẋ))
+_PARTS = {9: {"x": (4, 6), "omega": (6, 9)}, 7: {"omega": (4, 7)}, 11: {"x": (4, 6), "v": (6, 11)}}
+
+
+def state_differences(a, b) -> dict:
+    """max |a - b| over flat states `(q, ...)` (leading batch axes allowed) by part: the
+    quaternion `q` (sign-aligned: $q$ and $-q$ are the same rotation), then `x`, `omega` (or `v`);
+    `all` the largest of them. Plain floats."""
+    qa, qb = a[..., :4], b[..., :4]
     qa = jnp.where(jnp.sum(qa * qb, -1, keepdims=True) < 0, -qa, qa)
-    return jnp.maximum(jnp.max(jnp.abs(qa - qb)), jnp.max(jnp.abs(a[..., n_quat:] - b[..., n_quat:])))
+    out = {"q": float(jnp.max(jnp.abs(qa - qb)))}
+    for name, (i, j) in _PARTS[a.shape[-1]].items():
+        out[name] = float(jnp.max(jnp.abs(a[..., i:j] - b[..., i:j])))
+    out["all"] = max(out.values())
+    return out
 
 
 # -- contact geometry of the rolling bodies ----------------------------------------------------

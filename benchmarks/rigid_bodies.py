@@ -1,4 +1,4 @@
-"""Rigid bodies at the speed of hand-written code (issue 32): geomech's `gm.simulate` of the
+"""Rigid bodies at the speed of hand-written code: geomech's `gm.simulate` of the
 rattleback, Chaplygin's ball, the heavy top and Suslov's problem against hand-written Newton–Euler
 right-hand sides (`_rigid_hand.py`), side by side in one process; and the thin disk on
 SO(3) × ℝ² (`gm.models.RollingDiskSO3`) against the Euler-angle disk (`gm.models.RollingDisk`).
@@ -8,21 +8,26 @@ SO(3) × ℝ² (`gm.models.RollingDiskSO3`) against the Euler-angle disk (`gm.mo
     python benchmarks/rigid_bodies.py --models rattleback --batches 1 256 --solvers projection
     python benchmarks/rigid_bodies.py --all-solvers-max-batch 256   # B = 1024: Projection only
 
-Protocol (the issue's): float64, `diffrax.Tsit5()` with `PIDController(rtol=1e-8, atol=1e-8)` on
+Protocol: float64, `diffrax.Tsit5()` with `PIDController(rtol=1e-8, atol=1e-8)` on
 both sides, t ∈ [0, `--t1`] (5), saving the final state. For every model and batch size B (1: one
 unbatched trajectory; otherwise B nearby initial states on the constraint manifold, from the
 model's `initial_state` under `jax.vmap`): geomech's `gm.simulate(..., solver=S, throw=False)` for
 each solver S, and the hand-written right-hand sides integrated by `diffrax.diffeqsolve` under
 `jax.jit` (+ `jax.vmap`). Every program is called once (`first_call_s`, compile included), then
-`--repeat` rounds call all of them in turn (interleaved) and the minimum is kept.
+rounds call all of them in turn (interleaved) and the minimum is kept: `--repeat` rounds (5), or
+fewer, but at least `--min-rounds` (2), once the rounds of one model and B have taken
+`--round-budget-s` (no limit by default; `rounds` says how many were done).
 
 Printed per model and B: for each side the best wall time, mean steps per trajectory and
 µs per trajectory-step (wall / (B × mean steps)); for each solver the ratios geomech / best hand
-(per trajectory-step and wall), the step-count ratio, and the largest difference of the final
-states (quaternion sign-aligned, x, ω) from the best hand-written run. The disk: µs per
-trajectory-step of each solver on both configuration spaces, and the largest difference of the
-final states (the Euler-angle run mapped by `RollingDiskSO3.from_euler`). One JSON document on
-stdout, with the machine and its load at start and end.
+(per trajectory-step and wall), the step-count ratio, the largest difference of the final states
+from the best hand-written run (`difference_from_hand_t1`: quaternion sign-aligned, x, ω, by
+part), and each side's own error at t1 (`error_t1`) against a reference solution (the hand
+right-hand side at rtol = atol = `--reference-tol`, 1e-12), which says whether a difference
+between the two sides is the tolerance's or a bug's. The disk: µs per trajectory-step of each
+solver on both configuration spaces, and the largest difference of the final states (the
+Euler-angle run mapped by `RollingDiskSO3.from_euler`). One JSON document on stdout (with a
+Markdown `table`), with the machine and its load at start and end.
 """
 
 import argparse
@@ -82,7 +87,7 @@ def geomech_program(system, y0, t1, solver):
     return run
 
 
-def hand_program(rhs, y0, t1, batched):
+def hand_program(rhs, y0, t1, batched, tol=RTOL):
     """The same integration of a hand-written right-hand side, `jax.jit` (+ `jax.vmap`)."""
     import diffrax
     import jax
@@ -90,8 +95,8 @@ def hand_program(rhs, y0, t1, batched):
     def solve(y):
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(rhs), diffrax.Tsit5(), 0.0, t1, None, y,
-            saveat=diffrax.SaveAt(t1=True), max_steps=100_000, throw=False,
-            stepsize_controller=diffrax.PIDController(rtol=RTOL, atol=ATOL),
+            saveat=diffrax.SaveAt(t1=True), max_steps=1_000_000, throw=False,
+            stepsize_controller=diffrax.PIDController(rtol=tol, atol=tol),
         )
         return sol.ys[-1], sol.stats["num_steps"], sol.result == diffrax.RESULTS.successful
 
@@ -99,15 +104,19 @@ def hand_program(rhs, y0, t1, batched):
     return lambda: f(y0)
 
 
-def interleaved(programs: dict, repeat: int) -> dict:
-    """First call of every program, then `repeat` rounds calling each in turn: `{name: (first_s,
+def interleaved(programs: dict, repeat: int, min_rounds: int, budget_s: float | None) -> dict:
+    """First call of every program, then rounds calling each in turn: `repeat` rounds, or fewer
+    (at least `min_rounds`) once the rounds have taken `budget_s` seconds. `{name: (first_s,
     [run_s, ...], last output)}`."""
     res = {}
     for name, run in programs.items():
         first, out = timed(run)
         res[name] = (first, [], out)
         print(f"[bench]   {name}: first call {first:.2f} s", file=sys.stderr, flush=True)
-    for _ in range(repeat):
+    start = time.perf_counter()
+    for k in range(repeat):
+        if k >= min_rounds and budget_s is not None and time.perf_counter() - start > budget_s:
+            break
         for name, run in programs.items():
             dt, out = timed(run)
             res[name] = (res[name][0], res[name][1] + [dt], out)
@@ -136,13 +145,7 @@ def _to_hand(to_hand, states, batched):
     return jax.vmap(to_hand)(states) if batched else to_hand(states)
 
 
-def _state_difference(a, b):
-    from _rigid_hand import state_difference
-
-    return float(state_difference(a, b))
-
-
-def model_rows(name, batch, solver_names, t1, repeat, key):
+def model_rows(name, batch, solver_names, t1, timing, key, reference_tol):
     """The figures of one model at one batch size (module docstring)."""
     import _rigid_hand as H
     import diffrax
@@ -151,50 +154,56 @@ def model_rows(name, batch, solver_names, t1, repeat, key):
     system = model.system()
     batched = batch > 1
     y0 = H.initial_states(name, model, key, batch if batched else None)
-    to_hand = next(iter(hands.values())).to_hand
-    y0_hand = _to_hand(to_hand, y0, batched)
+    first_hand = next(iter(hands.values()))
+    y0_hand = _to_hand(first_hand.to_hand, y0, batched)
     programs = {f"hand:{v}": hand_program(h.rhs, y0_hand, t1, batched) for v, h in hands.items()}
     for s, solver in solvers(solver_names).items():
         programs[f"geomech:{s}"] = geomech_program(system, y0, t1, solver)
-    res = interleaved(programs, repeat)
+    res = interleaved(programs, **timing)
 
-    out = {"B": batch, "hand": {}, "geomech": {}}
+    out = {"B": batch, "rounds": len(res[next(iter(programs))][1]), "hand": {}, "geomech": {}}
+    if reference_tol:
+        y_ref, steps_ref, _ = block(hand_program(first_hand.rhs, y0_hand, t1, batched, reference_tol)())
+        out["reference"] = {"rtol = atol": reference_tol, "steps_mean": float(steps_ref.mean())}
     for v in hands:
         first, runs, (y1, steps, ok) = res[f"hand:{v}"]
         out["hand"][v] = _figures(first, runs, steps, batch, ok)
+        if reference_tol:
+            out["hand"][v]["error_t1"] = H.state_differences(y1, y_ref)
     best = min(hands, key=lambda v: out["hand"][v]["best_s"])
     out["hand_best"] = best
     hand, y1_best = out["hand"][best], res[f"hand:{best}"][2][0]
     for v in hands:
-        out["hand"][v]["max_state_difference_from_best"] = _state_difference(
-            res[f"hand:{v}"][2][0], y1_best
-        )
+        out["hand"][v]["difference_from_best_t1"] = H.state_differences(res[f"hand:{v}"][2][0], y1_best)
     for s in solver_names:
         first, runs, sol = res[f"geomech:{s}"]
         ok = sol.result == diffrax.RESULTS.successful
         row = _figures(first, runs, sol.stats["num_steps"], batch, ok)
-        y1 = _to_hand(to_hand, _final(sol.states), batched)
+        y1 = _to_hand(first_hand.to_hand, _final(sol.states), batched)
         row["steps_ratio_geomech_over_hand"] = row["steps_mean"] / hand["steps_mean"]
         row["ratio_per_step"] = row["us_per_trajectory_step"] / hand["us_per_trajectory_step"]
         row["ratio_wall"] = row["best_s"] / hand["best_s"]
-        row["max_state_difference_t1"] = _state_difference(y1, y1_best)
+        row["difference_from_hand_t1"] = H.state_differences(y1, y1_best)
+        if reference_tol:
+            row["error_t1"] = H.state_differences(y1, y_ref)
         out["geomech"][s] = row
     return out
 
 
-def disk_rows(batch, solver_names, t1, repeat, key):
+def disk_rows(batch, solver_names, t1, timing, key):
     """`RollingDiskSO3` against `RollingDisk` (Euler angles), each solver, from the same states."""
     import diffrax
     import jax
     import jax.numpy as jnp
-    from _rigid_hand import state_difference
+    from _rigid_hand import state_differences
 
     import geomech.models as gmm
 
     euler, so3 = gmm.RollingDisk(), gmm.RollingDiskSO3()
     batched = batch > 1
     nominal = jnp.array([0.1, 0.5, 0.0, 5.0])  # lean, yaw rate, lean rate, spin rate (defaults)
-    p = nominal[None] + 0.02 * jax.random.normal(key, (batch, 4)) * jnp.array([[1.0, 1.0, 0.0, 1.0]])
+    spread = jnp.array([[1.0, 1.0, 0.0, 1.0]])
+    p = nominal[None] + 0.02 * jax.random.normal(key, (batch, 4)) * spread
     make = lambda p: euler.initial_state(lean=p[0], yaw_rate=p[1], lean_rate=p[2], spin_rate=p[3])
     y_euler = jax.vmap(make)(p) if batched else make(nominal)
     y_so3 = jax.vmap(so3.from_euler)(y_euler) if batched else so3.from_euler(y_euler)
@@ -204,13 +213,13 @@ def disk_rows(batch, solver_names, t1, repeat, key):
         for s, solver in solvers(solver_names).items()
         for side, (system, y0) in sides.items()
     }
-    res = interleaved(programs, repeat)
+    res = interleaved(programs, **timing)
 
     def flat(state):  # (wxyz, x, v) of the SO(3) disk
         R, x = state.q
         return jnp.concatenate([R.wxyz, x, state.v], -1)
 
-    out = {"B": batch}
+    out = {"B": batch, "rounds": len(res[next(iter(programs))][1]), "solvers": {}}
     for s in solver_names:
         row = {}
         for side in sides:
@@ -224,8 +233,8 @@ def disk_rows(batch, solver_names, t1, repeat, key):
         end_euler = _final(res[f"euler_angles:{s}"][2].states)
         mapped = jax.vmap(so3.from_euler)(end_euler) if batched else so3.from_euler(end_euler)
         end_so3 = _final(res[f"so3:{s}"][2].states)
-        row["max_state_difference_t1"] = float(state_difference(flat(end_so3), flat(mapped)))
-        out[s] = row
+        row["difference_t1"] = state_differences(flat(end_so3), flat(mapped))
+        out["solvers"][s] = row
     return out
 
 
@@ -233,30 +242,32 @@ def summary(out) -> list[str]:
     """Markdown table rows of the results (also printed to stderr)."""
     lines = [
         "| model | B | solver | geomech µs/step | hand µs/step | ratio | steps geomech / hand | "
-        "max diff t1 |",
-        "|---|---|---|---|---|---|---|---|",
+        "rounds | geomech − hand at t1 | error at t1 geomech / hand |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, rows in out["models"].items():
         for r in rows:
             h = r["hand"][r["hand_best"]]
             for s, g in r["geomech"].items():
+                err = (
+                    f"{g['error_t1']['all']:.1e} / {h['error_t1']['all']:.1e}" if "error_t1" in g
+                    else "–"
+                )
                 lines.append(
                     f"| {name} | {r['B']} | {s} | {g['us_per_trajectory_step']:.3g} | "
                     f"{h['us_per_trajectory_step']:.3g} ({r['hand_best']}) | "
                     f"{g['ratio_per_step']:.2f} | {g['steps_mean']:.0f} / {h['steps_mean']:.0f} | "
-                    f"{g['max_state_difference_t1']:.1e} |"
+                    f"{r['rounds']} | {g['difference_from_hand_t1']['all']:.1e} | {err} |"
                 )
     for r in out.get("disk", []):
-        for s, g in r.items():
-            if s == "B":
-                continue
+        for s, g in r["solvers"].items():
             lines.append(
-                f"| disk SO(3)×ℝ² vs Euler | {r['B']} | {s} | "
+                f"| disk SO(3)×ℝ² / Euler angles | {r['B']} | {s} | "
                 f"{g['so3']['us_per_trajectory_step']:.3g} | "
-                f"{g['euler_angles']['us_per_trajectory_step']:.3g} (Euler angles) | "
+                f"{g['euler_angles']['us_per_trajectory_step']:.3g} (Euler-angle disk) | "
                 f"{g['ratio_per_step_so3_over_euler']:.2f} | "
                 f"{g['so3']['steps_mean']:.0f} / {g['euler_angles']['steps_mean']:.0f} | "
-                f"{g['max_state_difference_t1']:.1e} |"
+                f"{r['rounds']} | {g['difference_t1']['all']:.1e} | – |"
             )
     return lines
 
@@ -280,6 +291,16 @@ def main(argv=None):
                         help="batch sizes of the disk comparison (1 256; none with --quick)")
     parser.add_argument("--t1", type=float, default=None, help="end time (5; 0.1 with --quick)")
     parser.add_argument("--repeat", type=int, default=None, help="interleaved rounds (5)")
+    parser.add_argument("--min-rounds", type=int, default=2,
+                        help="rounds done even past --round-budget-s (2)")
+    parser.add_argument("--round-budget-s", type=float, default=None,
+                        help="no new round after this many seconds of rounds for one model and "
+                        "B, once --min-rounds are done (default: no limit)")
+    parser.add_argument("--disk-all-solvers-max-batch", type=int, default=1,
+                        help="disk: above this B, Projection only (1)")
+    parser.add_argument("--reference-tol", type=float, default=None,
+                        help="rtol = atol of the reference solution (hand-written, Tsit5) that "
+                        "both sides' final states are compared with (1e-12; 0: none)")
     args = parser.parse_args(argv)
     check_device(device)
 
@@ -293,9 +314,11 @@ def main(argv=None):
     disk_batches = args.disk_batches if args.disk_batches is not None else ([] if quick else [1, 256])
     t1 = args.t1 or (0.1 if quick else 5.0)
     repeat = args.repeat or (1 if quick else 5)
-    limit = args.all_solvers_max_batch
+    reference_tol = args.reference_tol if args.reference_tol is not None else (0 if quick else 1e-12)
+    timing = {"repeat": repeat, "min_rounds": min(args.min_rounds, repeat),
+              "budget_s": args.round_budget_s}
 
-    def names_at(batch):
+    def names_at(batch, limit):
         if limit is not None and batch > limit:
             return [s for s in names if s == "projection"] or names[:1]
         return names
@@ -304,8 +327,12 @@ def main(argv=None):
         "machine": machine_info(),
         "settings": {
             "integrator": "diffrax.Tsit5", "rtol": RTOL, "atol": ATOL, "t1": t1,
-            "repeat": repeat, "quick": quick, "batches": batches, "solvers": names,
-            "all_solvers_max_batch": limit, "disk_batches": disk_batches,
+            "repeat": repeat, "min_rounds": timing["min_rounds"],
+            "round_budget_s": args.round_budget_s, "quick": quick, "batches": batches,
+            "solvers": names, "all_solvers_max_batch": args.all_solvers_max_batch,
+            "disk_batches": disk_batches,
+            "disk_all_solvers_max_batch": args.disk_all_solvers_max_batch,
+            "reference_tol": reference_tol,
             "timing": "minimum of `repeat` interleaved calls after a first (compiling) call",
             "us_per_trajectory_step": "best wall / (B x mean steps per trajectory)",
         },
@@ -317,12 +344,17 @@ def main(argv=None):
         out["models"][name] = []
         for batch in batches:
             print(f"[bench] {name} B={batch}", file=sys.stderr, flush=True)
-            out["models"][name].append(model_rows(name, batch, names_at(batch), t1, repeat, key))
+            row = model_rows(
+                name, batch, names_at(batch, args.all_solvers_max_batch), t1, timing, key,
+                reference_tol,
+            )
+            out["models"][name].append(row)
     if disk_batches:
         out["disk"] = []
         for batch in disk_batches:
             print(f"[bench] disk B={batch}", file=sys.stderr, flush=True)
-            out["disk"].append(disk_rows(batch, names_at(batch), t1, repeat, key))
+            solver_names = names_at(batch, args.disk_all_solvers_max_batch)
+            out["disk"].append(disk_rows(batch, solver_names, t1, timing, key))
     out["wall_s"] = time.perf_counter() - start
     out["table"] = summary(out)
     print("\n".join(out["table"]), file=sys.stderr, flush=True)

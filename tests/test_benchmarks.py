@@ -250,7 +250,8 @@ def test_rigid_bodies_quick():
         assert hand["successful"] == 2 and hand["steps_mean"] > 1
         g = row["geomech"]["projection"]
         assert g["successful"] == 2
-        assert g["max_state_difference_t1"] < 1e-7, (name, g)
+        assert g["difference_from_hand_t1"]["all"] < 1e-7, (name, g)
+        assert set(g["difference_from_hand_t1"]) == {"q", "x", "omega", "all"}
         assert 0.5 < g["steps_ratio_geomech_over_hand"] < 2.0, (name, g)
         assert g["ratio_per_step"] == g["us_per_trajectory_step"] / hand["us_per_trajectory_step"]
     assert "| rattleback | 2 | projection |" in "\n".join(out["table"])
