@@ -64,6 +64,18 @@ def uptime() -> str:
         return f"load average: {os.getloadavg()}"
 
 
+def git_commit() -> str:
+    """The checkout's commit (`+dirty` with uncommitted changes), to say which geomech was measured."""
+    try:
+        run = lambda *a: subprocess.run(
+            ["git", "-C", ROOT, *a], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        commit = run("rev-parse", "HEAD")
+        return commit + ("+dirty" if run("status", "--porcelain", "--untracked-files=no") else "")
+    except (OSError, subprocess.SubprocessError):  # pragma: no cover - no git
+        return "unknown"
+
+
 def machine_info() -> dict:
     import jax
 

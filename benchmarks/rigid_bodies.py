@@ -41,6 +41,7 @@ from _common import (  # noqa: E402
     block,
     check_device,
     finish,
+    git_commit,
     machine_info,
     preconfigure,
     timed,
@@ -326,6 +327,7 @@ def main(argv=None):
     out = {
         "machine": machine_info(),
         "settings": {
+            "geomech_commit": git_commit(),
             "integrator": "diffrax.Tsit5", "rtol": RTOL, "atol": ATOL, "t1": t1,
             "repeat": repeat, "min_rounds": timing["min_rounds"],
             "round_budget_s": args.round_budget_s, "quick": quick, "batches": batches,

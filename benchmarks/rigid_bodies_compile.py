@@ -120,6 +120,7 @@ def main(argv=None):
     out = {
         "machine": _common.machine_info(),
         "settings": {
+            "geomech_commit": _common.git_commit(),
             "t1": args.t1,
             "program": "gm.simulate(system, y0, 0, t1, solver=S, rtol=atol=1e-8, "
             "saveat=SaveAt(t1=True), throw=False), one trajectory; hand: jax.jit of "
