@@ -137,6 +137,59 @@ class _Frozen(eqx.Module):
         return jtu.tree_map(lambda a, b: jnp.where(self.frozen, a, b), keep, out)
 
 
+def _apply(fn, t, y, args):
+    return fn(t, y, args)
+
+
+_call_discardable = eqx.filter_custom_jvp(_apply)
+
+
+@_call_discardable.def_jvp
+def _call_discardable_jvp(primals, tangents):
+    """The derivative of an evaluation at a non-finite point, or with a non-finite value, is
+    zero (so is its transpose). The guarded solver discards such a value (a rejected trial step,
+    a stop that keeps the state before it; unreached saves are `inf`), but the chain rule would
+    still multiply its zero cotangent by the non-finite partial derivatives there, and
+    0 · NaN = NaN would reach every input: the parameters, and through them the gradient of the
+    whole batch. Both the tangents in and the tangent out are selected (the "double where"), so
+    neither the tangent nor its transpose (the cotangent, in reverse mode) multiplies by a
+    non-finite partial derivative. A finite evaluation is differentiated as it is."""
+    _, t, y, _ = primals
+    out = _apply(*primals)
+    ok = all_finite((t, y, out))
+    keep = lambda x: jnp.where(ok, x, jnp.zeros_like(x))
+    _, t_out = eqx.filter_jvp(_apply, primals, jtu.tree_map(keep, tangents))
+    return out, jtu.tree_map(keep, t_out)
+
+
+class _Discardable(eqx.Module):
+    """`fn(t, y, args)` (the right-hand side, a projection, a diagnostic) whose derivative is zero
+    where its point or value is not finite (`_call_discardable_jvp`): NaN/inf in a step the
+    guarded solver discards does not reach the gradient of the trajectory kept, nor, through
+    `vmap`, that of the other members of the batch. Its value is `fn`'s. `fn` is
+    closure-converted at the example point `(t, y)` (closed-over tracers, e.g. a parameter a
+    user's function closes over, become explicit inputs of the custom derivative)."""
+
+    fn: Callable
+
+    def __init__(self, fn, t, y):
+        self.fn = eqx.filter_closure_convert(fn, t, y, None)
+
+    def __call__(self, t, y, args):
+        return _call_discardable(self.fn, t, y, args)
+
+
+def at_saves(fn: Callable, ts, ys, *, batched: bool):
+    """`fn(t, y)` at every saved time and value (`ts`: `(T,)`, or `(B, T)` with a batch; `ys` with
+    the same leading axes), with a zero derivative wherever the saved value or the result is not
+    finite (the `inf` of times not reached, `_Discardable`): a loss that masks such slots out
+    has a finite gradient. The values are `fn`'s."""
+    lead = (0,) * jnp.ndim(ts)
+    f = _Discardable(lambda t, y, args: fn(t, y), ts[lead], jtu.tree_map(lambda x: x[lead], ys))
+    along = jax.vmap(lambda t, y: f(t, y, None))
+    return jax.vmap(along)(ts, ys) if batched else along(ts, ys)
+
+
 def _stand_in(y0, skip, batched: bool):
     """`y0` with every skipped trajectory replaced by a finite stand-in: the first trajectory that
     is not skipped (zeros if there is none, or unbatched), so nothing non-finite is evaluated."""
@@ -422,6 +475,8 @@ def integrate(
         if skip_ is not None:
             rhs_ = _Frozen(rhs_, skip_, identity=False)
             project_ = None if project_ is None else _Frozen(project_, skip_, identity=True)
+        rhs_ = _Discardable(rhs_, t0_, y0_)
+        project_ = None if project_ is None else _Discardable(project_, t0_, y0_)
         controller = options_.stepsize_controller
         integrator = _forward_mode_ready(options_.integrator, options_.adjoint)
         solver = GuardedSolver(_fill_implicit_tolerances(integrator, controller), project_)
