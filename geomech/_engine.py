@@ -347,14 +347,36 @@ def _project_saved(project, t, y, ys):
     return jtu.tree_map(lambda p, x: jnp.where(used, p, x), out, y)
 
 
+def _final_save_in_its_slot(ts, ys, sub: diffrax.SubSaveAt, written=None):
+    """`(ts, ys)` with the `t1` save of `SaveAt(t0=..., ts=..., t1=True)` in its own, last slot.
+    Such a layout is fixed (slot `i` is the `i`-th requested time, the last one `t1`), but diffrax
+    writes the final state into the slot after the last one used: for a trajectory that stopped
+    early, the slot of the next requested time. There it becomes `inf` (not reached) and the
+    final state moves to the last slot. (With `steps=True` the slots are the steps taken, in order:
+    nothing moves.) `written`: the slot diffrax wrote it into, if `ts` was changed since."""
+    if sub.steps or not sub.t1:
+        return ts, ys
+    if written is None:
+        written = jnp.sum(jnp.isfinite(ts)) - 1
+    moved = (jnp.arange(ts.shape[0]) == written) & (written != ts.shape[0] - 1)
+
+    def move(x):
+        cleared = jnp.where(moved.reshape(moved.shape + (1,) * (x.ndim - 1)), jnp.inf, x)
+        return cleared.at[-1].set(jnp.where(written >= 0, x[written], x[-1]))
+
+    return move(ts), jtu.tree_map(move, ys)
+
+
 def _honest_times(ts, ys, t_reached, stop: StopTime, sub: diffrax.SubSaveAt, t0, t1):
     """`(ts, ys, t_final)` with the times of the state kept. A trajectory ended by an accepted
     failing step (`GuardedSolver`) keeps the state before it, but diffrax's clock has moved to
     that step's end: its `t1` save is labelled with the later time, `SaveAt(steps=True)` holds
     the kept state a second time under it, and `SaveAt(ts=...)` interpolates inside the failed
     step. Here every save after the time of the state kept becomes `inf` (diffrax's convention
-    for times not reached) and moves behind the others, except the `t1` save, relabelled with
-    the time kept (unless `steps=True` already saved that state); `t_final` is the time kept."""
+    for times not reached), except the `t1` save, relabelled with the time kept (unless
+    `steps=True` already saved that state); `t_final` is the time kept. With `steps=True` the
+    saves kept come first, in their order; otherwise every save stays in its slot, the `t1` save
+    in the last one (`_final_save_in_its_slot`)."""
     direction = jnp.where(t0 < t1, 1, -1).astype(ts.dtype)
     t_kept = jnp.where(stop.stopped, direction * stop.time, t_reached)
     used = jnp.isfinite(ts)
@@ -366,7 +388,10 @@ def _honest_times(ts, ys, t_reached, stop: StopTime, sub: diffrax.SubSaveAt, t0,
     else:
         relabel = jnp.zeros_like(late)
     drop = late & ~relabel
-    order = jnp.argsort(drop | ~used, stable=True)  # the kept saves first, in their order
+    if sub.steps:
+        order = jnp.argsort(drop | ~used, stable=True)  # the kept saves first, in their order
+    else:
+        order = jnp.arange(ts.shape[0])  # every save in its slot
     gone = (drop | ~used)[order]
     ts = jnp.where(gone, jnp.inf, jnp.where(relabel, t_kept, ts)[order])
 
@@ -374,7 +399,8 @@ def _honest_times(ts, ys, t_reached, stop: StopTime, sub: diffrax.SubSaveAt, t0,
         mask = gone.reshape(gone.shape + (1,) * (y.ndim - 1))
         return jnp.where(mask, jnp.inf, y[order])
 
-    return ts, jtu.tree_map(move, ys), t_kept
+    ts, ys = _final_save_in_its_slot(ts, jtu.tree_map(move, ys), sub, jnp.sum(used) - 1)
+    return ts, ys, t_kept
 
 
 def results_where(pred, result_if_true: diffrax.RESULTS, result: diffrax.RESULTS) -> diffrax.RESULTS:
@@ -501,7 +527,7 @@ def integrate(
                 ts, ys, ts_final[0], sol.solver_state[1], saveat_.subs[0], t0_, t1_
             )
         else:
-            ts, ys = sol.ts, sol.ys
+            ts, ys = _final_save_in_its_slot(sol.ts, sol.ys, saveat_.subs)
             t_final = jnp.where(diffrax.is_successful(sol.result), t1_, jnp.nan)
         if project_ is not None:  # interpolated saves (SaveAt(ts=...)) back onto C
             raw = ys

@@ -333,6 +333,7 @@ def test_vakonomic_throw_names_the_failing_indices():
 
 # -- times are honest: t_final and the last saved time are those of the state kept ----------------
 
+INF = np.inf
 # a free particle at unit speed from x = 0 whose force turns NaN past x = 0.35 (t = 0.35)
 SINGULAR_PAST = gm.LagrangianSystem(
     lambda q, v: 0.5 * v @ v, force=lambda q, v: jnp.where(q[0] > 0.35, jnp.nan, 0.0) * v
@@ -349,8 +350,11 @@ def _particle(x0, speed=1.0):
         (diffrax.SaveAt(t1=True), [0.4]),
         (diffrax.SaveAt(steps=True), [0.1, 0.2, 0.3, 0.4]),  # the kept state once, at its time
         (diffrax.SaveAt(steps=True, t1=True), [0.1, 0.2, 0.3, 0.4]),
-        (diffrax.SaveAt(ts=jnp.array([0.1, 0.45, 0.5]), t1=True), [0.1, 0.4]),  # 0.45: in the failed step
-        (diffrax.SaveAt(t0=True, ts=jnp.array([0.2, 0.6])), [0.0, 0.2]),
+        # SaveAt(ts=...): every requested time keeps its slot (inf where not reached: 0.45 lies
+        # in the failed step), the t1 save (the state kept) is in the last slot
+        (diffrax.SaveAt(ts=jnp.array([0.1, 0.45, 0.5]), t1=True), [0.1, INF, INF, 0.4]),
+        (diffrax.SaveAt(t0=True, ts=jnp.array([0.2, 0.6])), [0.0, 0.2, INF]),
+        (diffrax.SaveAt(t0=True, ts=jnp.array([0.2, 0.6, 0.7]), t1=True), [0.0, 0.2, INF, INF, 0.4]),
     ],
 )
 def test_a_fixed_step_stopped_by_nan_reports_the_time_of_the_state_kept(saveat, ts):
@@ -364,8 +368,29 @@ def test_a_fixed_step_stopped_by_nan_reports_the_time_of_the_state_kept(saveat, 
     n = len(ts)
     np.testing.assert_allclose(sol.ts[:n], ts, rtol=1e-12)
     assert np.all(np.isinf(sol.ts[n:])) and np.all(np.isinf(sol.states.q[n:]))
-    # each saved state is the one at its time (x = t at unit speed)
+    # each saved state is the one at its time (x = t at unit speed), inf where not reached
     np.testing.assert_allclose(sol.states.q[:n, 0], ts, rtol=1e-12)
+
+
+def test_a_failed_members_t1_save_is_in_its_own_slot():
+    """SaveAt(ts=..., t1=True) has one slot per requested time and the t1 slot last, for every
+    member of a batch: the one stopped at t = 0.4 (force NaN past x = 0.35) holds inf at the
+    times not reached and its last state in the t1 slot, the one that finished is unchanged; so
+    does a run stopped by max_steps (at t = 0.3)."""
+    saveat = diffrax.SaveAt(ts=jnp.array([0.1, 0.25, 0.45, 0.5]), t1=True)
+    run = lambda y, max_steps: gm.simulate(SINGULAR_PAST, y, 0.0, 0.6, integrator=diffrax.Euler(),
+                                           dt0=0.1, saveat=saveat, throw=False, max_steps=max_steps)  # fmt: skip
+    sol = run(gm.State(jnp.array([[0.0], [0.0]]), jnp.array([[1.0], [0.5]])), 8)
+    np.testing.assert_array_equal(sol.result == diffrax.RESULTS.nonfinite, [True, False])
+    np.testing.assert_array_equal(sol.result == diffrax.RESULTS.successful, [False, True])
+    expected = np.array([[0.1, 0.25, INF, INF, 0.4], [0.1, 0.25, 0.45, 0.5, 0.6]])
+    np.testing.assert_allclose(sol.ts, expected, rtol=1e-12)
+    np.testing.assert_allclose(sol.t_final, [0.4, 0.6], rtol=1e-12)
+    np.testing.assert_allclose(sol.states.q[..., 0], [[1.0], [0.5]] * expected, rtol=1e-12)  # x = v t
+    short = run(_particle(-10.0), 3)
+    assert short.result == diffrax.RESULTS.max_steps_reached
+    np.testing.assert_allclose(short.ts, [0.1, 0.25, INF, INF, 0.3], rtol=1e-12)
+    np.testing.assert_allclose(short.states.q[:, 0], [-9.9, -9.75, INF, INF, -9.7], rtol=1e-12)
 
 
 def test_a_variational_integrator_failing_its_first_step_reports_t0():
