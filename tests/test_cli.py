@@ -418,6 +418,53 @@ def test_sigint_during_start_up_exits_130(tmp_path):
         assert not [f.name for f in out.iterdir() if not f.name.startswith(".geomech-")]
 
 
+def _writing(argv, ready):
+    """`geomech` (as the process's command: Ctrl-C handler installed) stopped for a minute in the
+    middle of writing its files into --out, after creating `ready`."""
+    script = textwrap.dedent(
+        f"""
+        import pathlib, sys, time
+        from geomech.cli import _output, main
+        csv = _output._csv
+        def slow(*args):
+            csv(*args)
+            pathlib.Path({str(ready)!r}).touch()
+            time.sleep(60)
+        _output._csv = slow
+        sys.argv = ["geomech", *{list(argv)!r}]
+        sys.exit(main())
+        """
+    )
+    p = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not ready.exists():
+        assert p.poll() is None and time.monotonic() < deadline, p.communicate()[1][-2000:]
+        time.sleep(0.1)
+    return p
+
+
+def test_ctrl_c_or_a_kill_while_a_run_is_written_leaves_no_partial_files(capsys, tmp_path):
+    """Ctrl-C while `run --overwrite` writes its files: status 130, the earlier run untouched and
+    nothing else in --out (no temporary directory, no lock). A process killed there (SIGKILL)
+    leaves its temporary directory, which the next run of the model removes."""
+    out = tmp_path / "out"
+    argv = ["run", "pendulum", "--t1", "0.01", "--points", "3", "--out", str(out)]
+    assert run(capsys, *argv)[0] == 0
+    earlier = {p.name: p.read_bytes() for p in out.iterdir()}
+    p = _writing([*argv, "--overwrite"], tmp_path / "ready")
+    p.send_signal(signal.SIGINT)
+    assert p.wait(timeout=60) == cli.EXIT_INTERRUPTED
+    assert p.communicate()[1].strip().splitlines()[-1] == "geomech: interrupted"
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == earlier
+    p = _writing([*argv, "--overwrite"], tmp_path / "ready again")
+    p.kill()
+    p.wait(timeout=60)
+    (partial,) = [f for f in out.iterdir() if f.name.startswith(".geomech-pendulum-partial-")]
+    assert (partial / "pendulum.csv").exists()
+    assert run(capsys, *argv, "--overwrite")[0] == 0
+    assert not partial.exists() and not [f for f in out.iterdir() if f.name.startswith(".")]
+
+
 # -- ensemble figures: the panels a person wants (checked on the figure objects) --------------
 
 
