@@ -418,6 +418,22 @@ def test_sigint_during_start_up_exits_130(tmp_path):
         assert not [f.name for f in out.iterdir() if not f.name.startswith(".geomech-")]
 
 
+def test_out_on_a_full_disk_names_sizes_that_show(tmp_path, monkeypatch):
+    """The free-space check of --out in a unit that shows both sizes (never "about 0 MB but ...
+    has 0 MB free"): B × T × (2n + 4) float64 values, the .npz as much again and the CSV at 25
+    characters a value."""
+    setup = types.SimpleNamespace(dtype=np.dtype(np.float64), labels=["x", "y"], n=2)
+    values = 10 * 20 * (2 + 2 + 4)
+    size = values * (8 + 8 + 25)  # 65,600 bytes
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=2048))
+    with pytest.raises(cli.UsageError) as info:
+        _output.check_size(setup, 10, 20, str(tmp_path), 2048.0)
+    assert f"about {size / 1024:.0f} kB but {tmp_path} has 2.0 kB free" in str(info.value)
+    assert "free space" in str(info.value)
+    assert _output.amount(3 * 2**30) == "3.0 GB" and _output.amount(512) == "512 bytes"
+
+
 def _writing(argv, ready):
     """`geomech` (as the process's command: Ctrl-C handler installed) stopped for a minute in the
     middle of writing its files into --out, after creating `ready`."""

@@ -216,7 +216,7 @@ def check_size(setup, batch: int, points: int, out: str | None, limit_mb: float)
             )
 
 
-def amount(size: float) -> str:
+def amount(size: int | float) -> str:
     """A number of bytes for a message, in a unit that shows it (never "0 MB" for 20 kB)."""
     for unit, scale in (("GB", 2**30), ("MB", 2**20), ("kB", 2**10)):
         if size >= scale:
