@@ -719,7 +719,7 @@ def test_the_cache_heals_keeps_reading_when_it_cannot_write_and_reports_once(
             load(3)
             load(3)
             assert delta(before) == {"requests": 2, "hits": 1, "damaged": 1, "unwritable": 0}
-            assert entry.stat().st_size == size
+            assert entry.stat().st_size > size // 2  # replaced (by the program compiled again)
             (message,) = [str(w.message) for w in caught]
             assert message.startswith(f"damaged entries in the compilation cache {path} ")
             caught.clear()
