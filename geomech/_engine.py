@@ -137,6 +137,59 @@ class _Frozen(eqx.Module):
         return jtu.tree_map(lambda a, b: jnp.where(self.frozen, a, b), keep, out)
 
 
+def _apply(fn, t, y, args):
+    return fn(t, y, args)
+
+
+_call_discardable = eqx.filter_custom_jvp(_apply)
+
+
+@_call_discardable.def_jvp
+def _call_discardable_jvp(primals, tangents):
+    """The derivative of an evaluation at a non-finite point, or with a non-finite value, is
+    zero (so is its transpose). The guarded solver discards such a value (a rejected trial step,
+    a stop that keeps the state before it; unreached saves are `inf`), but the chain rule would
+    still multiply its zero cotangent by the non-finite partial derivatives there, and
+    0 · NaN = NaN would reach every input: the parameters, and through them the gradient of the
+    whole batch. Both the tangents in and the tangent out are selected (the "double where"), so
+    neither the tangent nor its transpose (the cotangent, in reverse mode) multiplies by a
+    non-finite partial derivative. A finite evaluation is differentiated as it is."""
+    _, t, y, _ = primals
+    out = _apply(*primals)
+    ok = all_finite((t, y, out))
+    keep = lambda x: jnp.where(ok, x, jnp.zeros_like(x))
+    _, t_out = eqx.filter_jvp(_apply, primals, jtu.tree_map(keep, tangents))
+    return out, jtu.tree_map(keep, t_out)
+
+
+class _Discardable(eqx.Module):
+    """`fn(t, y, args)` (the right-hand side, a projection, a diagnostic) whose derivative is zero
+    where its point or value is not finite (`_call_discardable_jvp`): NaN/inf in a step the
+    guarded solver discards does not reach the gradient of the trajectory kept, nor, through
+    `vmap`, that of the other members of the batch. Its value is `fn`'s. `fn` is
+    closure-converted at the example point `(t, y)` (closed-over tracers, e.g. a parameter a
+    user's function closes over, become explicit inputs of the custom derivative)."""
+
+    fn: Callable
+
+    def __init__(self, fn, t, y):
+        self.fn = eqx.filter_closure_convert(fn, t, y, None)
+
+    def __call__(self, t, y, args):
+        return _call_discardable(self.fn, t, y, args)
+
+
+def at_saves(fn: Callable, ts, ys, *, batched: bool):
+    """`fn(t, y)` at every saved time and value (`ts`: `(T,)`, or `(B, T)` with a batch; `ys` with
+    the same leading axes), with a zero derivative wherever the saved value or the result is not
+    finite (the `inf` of times not reached, `_Discardable`): a loss that masks such slots out
+    has a finite gradient. The values are `fn`'s."""
+    lead = (0,) * jnp.ndim(ts)
+    f = _Discardable(lambda t, y, args: fn(t, y), ts[lead], jtu.tree_map(lambda x: x[lead], ys))
+    along = jax.vmap(lambda t, y: f(t, y, None))
+    return jax.vmap(along)(ts, ys) if batched else along(ts, ys)
+
+
 def _stand_in(y0, skip, batched: bool):
     """`y0` with every skipped trajectory replaced by a finite stand-in: the first trajectory that
     is not skipped (zeros if there is none, or unbatched), so nothing non-finite is evaluated."""
@@ -294,14 +347,36 @@ def _project_saved(project, t, y, ys):
     return jtu.tree_map(lambda p, x: jnp.where(used, p, x), out, y)
 
 
+def _final_save_in_its_slot(ts, ys, sub: diffrax.SubSaveAt, written=None):
+    """`(ts, ys)` with the `t1` save of `SaveAt(t0=..., ts=..., t1=True)` in its own, last slot.
+    Such a layout is fixed (slot `i` is the `i`-th requested time, the last one `t1`), but diffrax
+    writes the final state into the slot after the last one used: for a trajectory that stopped
+    early, the slot of the next requested time. There it becomes `inf` (not reached) and the
+    final state moves to the last slot. (With `steps=True` the slots are the steps taken, in order:
+    nothing moves.) `written`: the slot diffrax wrote it into, if `ts` was changed since."""
+    if sub.steps or not sub.t1:
+        return ts, ys
+    if written is None:
+        written = jnp.sum(jnp.isfinite(ts)) - 1
+    moved = (jnp.arange(ts.shape[0]) == written) & (written != ts.shape[0] - 1)
+
+    def move(x):
+        cleared = jnp.where(moved.reshape(moved.shape + (1,) * (x.ndim - 1)), jnp.inf, x)
+        return cleared.at[-1].set(jnp.where(written >= 0, x[written], x[-1]))
+
+    return move(ts), jtu.tree_map(move, ys)
+
+
 def _honest_times(ts, ys, t_reached, stop: StopTime, sub: diffrax.SubSaveAt, t0, t1):
     """`(ts, ys, t_final)` with the times of the state kept. A trajectory ended by an accepted
     failing step (`GuardedSolver`) keeps the state before it, but diffrax's clock has moved to
     that step's end: its `t1` save is labelled with the later time, `SaveAt(steps=True)` holds
     the kept state a second time under it, and `SaveAt(ts=...)` interpolates inside the failed
     step. Here every save after the time of the state kept becomes `inf` (diffrax's convention
-    for times not reached) and moves behind the others, except the `t1` save, relabelled with
-    the time kept (unless `steps=True` already saved that state); `t_final` is the time kept."""
+    for times not reached), except the `t1` save, relabelled with the time kept (unless
+    `steps=True` already saved that state); `t_final` is the time kept. With `steps=True` the
+    saves kept come first, in their order; otherwise every save stays in its slot, the `t1` save
+    in the last one (`_final_save_in_its_slot`)."""
     direction = jnp.where(t0 < t1, 1, -1).astype(ts.dtype)
     t_kept = jnp.where(stop.stopped, direction * stop.time, t_reached)
     used = jnp.isfinite(ts)
@@ -313,7 +388,10 @@ def _honest_times(ts, ys, t_reached, stop: StopTime, sub: diffrax.SubSaveAt, t0,
     else:
         relabel = jnp.zeros_like(late)
     drop = late & ~relabel
-    order = jnp.argsort(drop | ~used, stable=True)  # the kept saves first, in their order
+    if sub.steps:
+        order = jnp.argsort(drop | ~used, stable=True)  # the kept saves first, in their order
+    else:
+        order = jnp.arange(ts.shape[0])  # every save in its slot
     gone = (drop | ~used)[order]
     ts = jnp.where(gone, jnp.inf, jnp.where(relabel, t_kept, ts)[order])
 
@@ -321,7 +399,8 @@ def _honest_times(ts, ys, t_reached, stop: StopTime, sub: diffrax.SubSaveAt, t0,
         mask = gone.reshape(gone.shape + (1,) * (y.ndim - 1))
         return jnp.where(mask, jnp.inf, y[order])
 
-    return ts, jtu.tree_map(move, ys), t_kept
+    ts, ys = _final_save_in_its_slot(ts, jtu.tree_map(move, ys), sub, jnp.sum(used) - 1)
+    return ts, ys, t_kept
 
 
 def results_where(pred, result_if_true: diffrax.RESULTS, result: diffrax.RESULTS) -> diffrax.RESULTS:
@@ -422,6 +501,8 @@ def integrate(
         if skip_ is not None:
             rhs_ = _Frozen(rhs_, skip_, identity=False)
             project_ = None if project_ is None else _Frozen(project_, skip_, identity=True)
+        rhs_ = _Discardable(rhs_, t0_, y0_)
+        project_ = None if project_ is None else _Discardable(project_, t0_, y0_)
         controller = options_.stepsize_controller
         integrator = _forward_mode_ready(options_.integrator, options_.adjoint)
         solver = GuardedSolver(_fill_implicit_tolerances(integrator, controller), project_)
@@ -446,7 +527,7 @@ def integrate(
                 ts, ys, ts_final[0], sol.solver_state[1], saveat_.subs[0], t0_, t1_
             )
         else:
-            ts, ys = sol.ts, sol.ys
+            ts, ys = _final_save_in_its_slot(sol.ts, sol.ys, saveat_.subs)
             t_final = jnp.where(diffrax.is_successful(sol.result), t1_, jnp.nan)
         if project_ is not None:  # interpolated saves (SaveAt(ts=...)) back onto C
             raw = ys

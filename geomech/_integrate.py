@@ -14,7 +14,7 @@ from ._bundle import State
 from ._checks import At, Failure, first_failure, point_scale
 from ._custom_types import RealScalarLike
 from ._dynamics import check_solver, constrained_acceleration
-from ._engine import RawSolution, integrate, results_where
+from ._engine import RawSolution, at_saves, integrate, results_where
 from ._frontend import (
     DEFAULT_MAX_OUTPUT_BYTES,
     check_time_interval,
@@ -60,9 +60,9 @@ class Diagnostics(eqx.Module):
         return E, phi, h
 
     def along(self, ts, states, *, batched: bool):
-        """The diagnostics at every saved state (`(T,)` each, `(B, T)` with a batch)."""
-        f = jax.vmap(self)
-        return jax.vmap(f)(ts, states) if batched else f(ts, states)
+        """The diagnostics at every saved state (`(T,)` each, `(B, T)` with a batch; NaN where
+        the state is not finite, with a zero derivative there: `at_saves`)."""
+        return at_saves(self, ts, states, batched=batched)
 
 
 class Solution(eqx.Module):

@@ -446,6 +446,7 @@ CASES: list[tuple[str, Callable, object]] = [
     ("times-euler-t1", _sim(SINGULAR_PAST, PARTICLE, t1=1.0, integrator=diffrax.Euler(), dt0=0.1, saveat=diffrax.SaveAt(t1=True), throw=False), stops("nonfinite", 0.4, [0.4])),
     ("times-euler-steps", _sim(SINGULAR_PAST, PARTICLE, t1=1.0, integrator=diffrax.Euler(), dt0=0.1, saveat=diffrax.SaveAt(steps=True), throw=False, max_steps=12), stops("nonfinite", 0.4, [0.1, 0.2, 0.3, 0.4])),
     ("times-euler-ts-in-failed-step", _sim(SINGULAR_PAST, PARTICLE, t1=1.0, integrator=diffrax.Euler(), dt0=0.1, saveat=diffrax.SaveAt(ts=jnp.array([0.3, 0.45])), throw=False), stops("nonfinite", 0.4, [0.3])),
+    ("times-euler-ts-t1-own-slot", _sim(SINGULAR_PAST, PARTICLE, t1=1.0, integrator=diffrax.Euler(), dt0=0.1, saveat=diffrax.SaveAt(ts=jnp.array([0.1, 0.45, 0.5]), t1=True), throw=False), stops("nonfinite", 0.4, [0.1, INF, INF, 0.4])),
     ("times-variational-first-step", _sim(SINGULAR_PAST, gm.State(jnp.array([0.4]), jnp.array([1.0])), t1=1.0, integrator=gm.VariationalIntegrator(), dt0=0.1, saveat=diffrax.SaveAt(t1=True), throw=False), stops("nonlinear_divergence", 0.0, [0.0])),
     # the command line: exit status 2, one line, no traceback
     ("cli-unknown-model", _cli("run", "no_such_model"), exits(2, r"unknown model")),
@@ -456,6 +457,10 @@ CASES: list[tuple[str, Callable, object]] = [
     ("cli-batch-float", _cli("run", "pendulum", "--batch", "2.5"), exits(2, r"--batch: needs an integer")),
     ("cli-t1-inf", _cli("run", "pendulum", "--t1", "inf"), exits(2, r"finite")),
     ("cli-param-unknown", _cli("run", "pendulum", "--param", "mass=2"), exits(2, r"no parameter 'mass'")),
+    ("cli-param-list-length", _cli("run", "chaplygin_sphere", "--param", "inertia=0.3,0.4"), exits(2, r"parameter inertia needs a comma list of 3 numbers \(e\.g\. 0\.3,0\.4,0\.5\), got '0\.3,0\.4'")),
+    ("cli-param-list-nan", _cli("run", "chaplygin_sphere", "--param", "inertia=0.3,nan,0.5"), exits(2, r"parameter inertia needs finite values")),
+    ("cli-param-not-a-number", _cli("run", "thesis_example2", "--param", "A=1"), exits(2, r"parameter 'A' of model thesis_example2 is not a number and cannot be set from the command line")),
+    ("cli-rtol-below-float64", _cli("run", "pendulum", "--rtol", "1e-17", "--atol", "1e-17", "--t1", "0.01", "--points", "3", "--max-steps", "50", "--no-cache"), exits(0, r"below what float64 can deliver.*\(here: raise --rtol and --atol\)$")),
     ("cli-states", _cli("compare", "sleigh", "--states", "0"), exits(2, r"--states: must be >= 1")),
     ("cli-unknown-command", _cli("frobnicate"), exits(2, r"invalid choice")),
     ("cli-model-typo", _cli("run", "pendulm"), exits(2, r"did you mean pendulum\?")),

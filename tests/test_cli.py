@@ -1,10 +1,12 @@
 """The `geomech` command: fast start, one simulation per run, its outputs against `simulate`, the
 output directory, and its user errors (one line, exit status 2, no traceback)."""
 
+import errno
 import json
 import os
 import pathlib
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -416,6 +418,69 @@ def test_sigint_during_start_up_exits_130(tmp_path):
         assert not [f.name for f in out.iterdir() if not f.name.startswith(".geomech-")]
 
 
+def test_out_on_a_full_disk_names_sizes_that_show(tmp_path, monkeypatch):
+    """The free-space check of --out in a unit that shows both sizes (never "about 0 MB but ...
+    has 0 MB free"): B × T × (2n + 4) float64 values, the .npz as much again and the CSV at 25
+    characters a value."""
+    setup = types.SimpleNamespace(dtype=np.dtype(np.float64), labels=["x", "y"], n=2)
+    values = 10 * 20 * (2 + 2 + 4)
+    size = values * (8 + 8 + 25)  # 65,600 bytes
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=2048))
+    with pytest.raises(cli.UsageError) as info:
+        _output.check_size(setup, 10, 20, str(tmp_path), 2048.0)
+    assert f"about {size / 1024:.0f} kB but {tmp_path} has 2.0 kB free" in str(info.value)
+    assert "free space" in str(info.value)
+    assert _output.amount(3 * 2**30) == "3.0 GB" and _output.amount(512) == "512 bytes"
+
+
+def _writing(argv, ready):
+    """`geomech` (as the process's command: Ctrl-C handler installed) stopped for a minute in the
+    middle of writing its files into --out, after creating `ready`."""
+    script = textwrap.dedent(
+        f"""
+        import pathlib, sys, time
+        from geomech.cli import _output, main
+        csv = _output._csv
+        def slow(*args):
+            csv(*args)
+            pathlib.Path({str(ready)!r}).touch()
+            time.sleep(60)
+        _output._csv = slow
+        sys.argv = ["geomech", *{list(argv)!r}]
+        sys.exit(main())
+        """
+    )
+    p = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not ready.exists():
+        assert p.poll() is None and time.monotonic() < deadline, p.communicate()[1][-2000:]
+        time.sleep(0.1)
+    return p
+
+
+def test_ctrl_c_or_a_kill_while_a_run_is_written_leaves_no_partial_files(capsys, tmp_path):
+    """Ctrl-C while `run --overwrite` writes its files: status 130, the earlier run untouched and
+    nothing else in --out (no temporary directory, no lock). A process killed there (SIGKILL)
+    leaves its temporary directory, which the next run of the model removes."""
+    out = tmp_path / "out"
+    argv = ["run", "pendulum", "--t1", "0.01", "--points", "3", "--out", str(out)]
+    assert run(capsys, *argv)[0] == 0
+    earlier = {p.name: p.read_bytes() for p in out.iterdir()}
+    p = _writing([*argv, "--overwrite"], tmp_path / "ready")
+    p.send_signal(signal.SIGINT)
+    assert p.wait(timeout=60) == cli.EXIT_INTERRUPTED
+    assert p.communicate()[1].strip().splitlines()[-1] == "geomech: interrupted"
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == earlier
+    p = _writing([*argv, "--overwrite"], tmp_path / "ready again")
+    p.kill()
+    p.wait(timeout=60)
+    (partial,) = [f for f in out.iterdir() if f.name.startswith(".geomech-pendulum-partial-")]
+    assert (partial / "pendulum.csv").exists()
+    assert run(capsys, *argv, "--overwrite")[0] == 0
+    assert not partial.exists() and not [f for f in out.iterdir() if f.name.startswith(".")]
+
+
 # -- ensemble figures: the panels a person wants (checked on the figure objects) --------------
 
 
@@ -574,6 +639,116 @@ def test_enable_compilation_cache(tmp_path, monkeypatch):
     (tmp_path / "file").write_text("")
     with pytest.raises(ValueError, match="cannot create the compilation cache directory"):
         gm.enable_compilation_cache(tmp_path / "file" / "sub")
+
+
+def _cached_run(cache, out, *extra):
+    """`geomech run pendulum` (short) in a new process with the cache `cache`: its summary's
+    `compilation_cache` record and its stderr."""
+    argv = ["run", "pendulum", "--t1", "0.01", "--points", "3", "--out", str(out), *extra]
+    done = subprocess.run(
+        [sys.executable, "-m", "geomech", *argv],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GEOMECH_CACHE_DIR": str(cache)},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads((out / "pendulum_summary.json").read_text())["compilation_cache"], done.stderr
+
+
+def test_a_copied_symlinked_or_damaged_cache_loads_and_heals(tmp_path):
+    """The cache's keys do not depend on its path (JAX's XLA caches off): a copy reached through
+    a symlink finds every program. Its entries truncated (an interrupted write), the run compiles
+    them again with one warning line (no JAX warning per program, no --float32 remedy) and
+    replaces them: the next run loads every program."""
+    cache = tmp_path / "cache"
+    first, err = _cached_run(cache, tmp_path / "1")
+    assert first["programs"] > 0 and first["damaged"] == first["not_kept"] == 0 and not err
+    copy = tmp_path / "copy"
+    shutil.copytree(cache, copy)
+    entries = sorted(copy.glob("*-cache"))
+    assert entries and not list(copy.glob(".geomech-tmp-*"))  # written atomically
+    truncated = {}
+    for entry in entries:
+        with open(entry, "r+b") as f:
+            f.truncate(entry.stat().st_size // 2)
+        truncated[entry] = entry.stat().st_size
+    (tmp_path / "link").symlink_to(copy)
+    damaged, err = _cached_run(tmp_path / "link", tmp_path / "2")
+    assert damaged["damaged"] == damaged["programs"] == first["programs"]
+    assert all(entry.stat().st_size > size for entry, size in truncated.items())  # replaced
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("geomech: warning: damaged entries in the compilation cache")
+    assert "replaced" in lines[0] and "float32" not in lines[0]
+    healed, err = _cached_run(copy, tmp_path / "3")  # the copy itself, not through the link
+    assert healed["from_cache"] == healed["programs"] == first["programs"] and not err
+    assert healed["damaged"] == 0
+
+
+def test_the_cache_heals_keeps_reading_when_it_cannot_write_and_reports_once(
+    tmp_path, monkeypatch
+):
+    """In one process, through JAX's own compilation path: a program is written and loaded (after
+    `jax.clear_caches`), also through a symlink; a truncated entry is compiled again without
+    JAX's warning, replaced (one warning) and loaded next time; with writes refused (a read-only
+    or full directory) programs are still loaded, new ones are not kept, and one warning names
+    the directory, the reason and the remedy."""
+    f = jax.jit(lambda x: 2.0 * x + 1.0)
+    xs = {n: jnp.ones(n) for n in (3, 4, 5, 6)}  # made outside the cache: f's programs only
+    load = lambda n: (jax.clear_caches(), f(xs[n]).block_until_ready())
+    delta = lambda before: {k: v - before[k] for k, v in gm_cache.cache_counts().items()}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gm_cache.compilation_cache(tmp_path / "cache") as path:
+            before = gm_cache.cache_counts()
+            load(3)
+            load(3)
+            assert delta(before) == {"requests": 2, "hits": 1, "damaged": 0, "unwritable": 0}
+            (entry,) = path.glob("*-cache")
+            (tmp_path / "link").symlink_to(path)
+        with gm_cache.compilation_cache(tmp_path / "link"):
+            before = gm_cache.cache_counts()
+            load(3)
+            assert delta(before)["hits"] == 1  # the same key through another path
+        assert caught == []
+        with gm_cache.compilation_cache(tmp_path / "cache"):
+            size = entry.stat().st_size
+            entry.write_bytes(entry.read_bytes()[: size // 2])
+            before = gm_cache.cache_counts()
+            load(3)
+            load(3)
+            assert delta(before) == {"requests": 2, "hits": 1, "damaged": 1, "unwritable": 0}
+            assert entry.stat().st_size > size // 2  # replaced (by the program compiled again)
+            (message,) = [str(w.message) for w in caught]
+            assert message.startswith(f"damaged entries in the compilation cache {path} ")
+            caught.clear()
+
+            def refuse(*args):
+                raise OSError(errno.EROFS, "Read-only file system")
+
+            monkeypatch.setattr(os, "replace", refuse)
+            before = gm_cache.cache_counts()
+            for n in (4, 5, 6):
+                load(n)
+            load(3)  # still read
+            assert delta(before) == {"requests": 4, "hits": 1, "damaged": 0, "unwritable": 3}
+            (message,) = [str(w.message) for w in caught]
+            assert f"compilation cache {path} cannot be written (Read-only file system)" in message
+            assert "GEOMECH_CACHE_DIR" in message and "--no-cache" in message
+            assert sorted(p.name for p in path.iterdir()) == [entry.name]  # no partial entries
+
+
+def test_warnings_of_a_run_are_one_line_each_with_the_remedy_of_its_precision():
+    def caught(*warnings_):
+        return [types.SimpleNamespace(message=m, category=c) for m, c in warnings_]
+
+    precision = ("rtol = 1e-17 and atol = 1e-17 are below what float64 can deliver", gm.PrecisionWarning)
+    other = ("the compilation cache /x cannot be written (Read-only file system): ...", UserWarning)
+    lines = _run.warning_lines(caught(precision, other, other), f64=True)
+    assert lines == [f"{precision[0]} (here: raise --rtol and --atol)", other[0]]
+    lines = _run.warning_lines(caught(precision), f64=False)
+    assert lines == [f"{precision[0]} (here: drop --float32, or raise --rtol and --atol)"]
 
 
 # -- compare, demo, entry point ----------------------------------------------------------------

@@ -185,6 +185,76 @@ def test_gradients_of_the_good_members_are_finite():
     assert np.isfinite(g) and g != 0.0
 
 
+# -- a member meeting NaN mid-run: its NaNs reach no gradient ----------------------------------
+
+# Each case: `make(k, singular)` -> a system with a parameter k whose user function, with
+# `singular`, turns NaN in a region that one member (`bad`) enters mid-run and the others never
+# reach (without `singular` it is the same function without the NaN branch), and a batch `y0`.
+# (A case on a Lie group is to be added beside the one in coordinates.)
+
+
+def _knife_edge_nan_past_x1():
+    # the README's knife edge with a damping torque -k θ̇ that is NaN past x = 1: member 2 (fast)
+    # crosses x = 1 at t ≈ 0.81, the others stay below it over [0, 2]
+    L = lambda q, v: v[0] ** 2 + v[1] ** 2 + 0.25 * v[2] ** 2
+    row = lambda q: jnp.array([[-jnp.sin(q[2]), jnp.cos(q[2]), -0.5]])
+
+    def make(k, singular):
+        nan = (lambda q: jnp.where(q[0] > 1.0, jnp.nan, 1.0)) if singular else (lambda q: 1.0)
+        force = lambda q, v: nan(q) * jnp.stack([0.0, 0.0, -k * v[2]])
+        return gm.LagrangianSystem(L, constraint=gm.LinearConstraint(row), force=force)
+
+    w = jnp.array([0.5, 0.8, 3.0, 1.0])
+    y0 = gm.State(jnp.zeros((4, 3)), jnp.stack([0.5 * w, 0.5 * w, w], axis=1))
+    return make, y0, 2
+
+
+NAN_MID_RUN = {"coordinates": _knife_edge_nan_past_x1}
+
+
+@pytest.mark.parametrize("name", list(NAN_MID_RUN))
+def test_a_member_meeting_nan_mid_run_reaches_no_gradient(name):
+    """The NaNs a member meets mid-run (its rejected trial steps, the failed step it stops at, the
+    `inf` of its saves not reached) reach neither the gradient of the other members nor that of
+    its own states before the stop: the gradient of a loss that masks them out is the gradient
+    of the same members with a function that has no NaN branch (which they never reach), and
+    that one agrees with central differences."""
+    make, y0, bad = NAN_MID_RUN[name]()
+    ts = jnp.linspace(0.0, 2.0, 5)
+    run = lambda k, singular: gm.simulate(make(k, singular), y0, 0.0, 2.0, throw=False,
+                                          saveat=diffrax.SaveAt(ts=ts))  # fmt: skip
+
+    def losses(sol, ok, reached):
+        """(over the successful members, over every saved state reached)"""
+        value = jnp.sum(sol.states.q**2, axis=-1) + sol.energy  # (B, T)
+        return jnp.stack([
+            jnp.sum(jnp.where(ok[:, None], value, 0.0)), jnp.sum(jnp.where(reached, value, 0.0))
+        ])  # fmt: skip
+
+    def singular(k):
+        sol = run(k, True)
+        ok = sol.result == diffrax.RESULTS.successful
+        return losses(sol, ok, jnp.isfinite(sol.ts)), (ok, jnp.isfinite(sol.ts), sol.t_final)
+
+    k = 0.3
+    g, (ok, reached, t_final) = jax.jacrev(singular, has_aux=True)(k)
+    expected_ok = np.arange(len(ok)) != bad
+    np.testing.assert_array_equal(ok, expected_ok)  # the bad member stopped, the others finished
+    assert 0.0 < t_final[bad] < 2.0 and np.all(reached[bad] == (ts <= t_final[bad]))
+    assert np.any(reached[bad, 1:])  # it has saved states after t0 to differentiate
+    # the reference: the same members without the NaN branch, the same masks
+    reference = jax.jit(lambda k: losses(run(k, False), ok, reached))
+    g_ref = jax.jacrev(reference)(k)
+    assert np.all(np.isfinite(g))
+    np.testing.assert_allclose(g, g_ref, rtol=1e-10)
+    h = 1e-5
+    fd = (reference(k + h) - reference(k - h)) / (2 * h)
+    np.testing.assert_allclose(g_ref, fd, rtol=1e-6)
+    # forward mode (`jax.jacfwd`, diffrax.ForwardMode) too
+    g_fwd = jax.jacfwd(lambda k: singular(k)[0])(k)
+    np.testing.assert_allclose(g_fwd, g_ref, rtol=1e-10)
+
+
 def test_rank_deficient_work_space_is_flagged_and_raised():
     # φ = v_y, W = ker (x, 0): the annihilator has rank 0 at x = 0 (a work space of rank n − k fails)
     W = gm.Subspace(annihilator=lambda q, v: jnp.stack([q[0], 0.0 * q[0]])[None])
@@ -263,6 +333,7 @@ def test_vakonomic_throw_names_the_failing_indices():
 
 # -- times are honest: t_final and the last saved time are those of the state kept ----------------
 
+INF = np.inf
 # a free particle at unit speed from x = 0 whose force turns NaN past x = 0.35 (t = 0.35)
 SINGULAR_PAST = gm.LagrangianSystem(
     lambda q, v: 0.5 * v @ v, force=lambda q, v: jnp.where(q[0] > 0.35, jnp.nan, 0.0) * v
@@ -279,8 +350,11 @@ def _particle(x0, speed=1.0):
         (diffrax.SaveAt(t1=True), [0.4]),
         (diffrax.SaveAt(steps=True), [0.1, 0.2, 0.3, 0.4]),  # the kept state once, at its time
         (diffrax.SaveAt(steps=True, t1=True), [0.1, 0.2, 0.3, 0.4]),
-        (diffrax.SaveAt(ts=jnp.array([0.1, 0.45, 0.5]), t1=True), [0.1, 0.4]),  # 0.45: in the failed step
-        (diffrax.SaveAt(t0=True, ts=jnp.array([0.2, 0.6])), [0.0, 0.2]),
+        # SaveAt(ts=...): every requested time keeps its slot (inf where not reached: 0.45 lies
+        # in the failed step), the t1 save (the state kept) is in the last slot
+        (diffrax.SaveAt(ts=jnp.array([0.1, 0.45, 0.5]), t1=True), [0.1, INF, INF, 0.4]),
+        (diffrax.SaveAt(t0=True, ts=jnp.array([0.2, 0.6])), [0.0, 0.2, INF]),
+        (diffrax.SaveAt(t0=True, ts=jnp.array([0.2, 0.6, 0.7]), t1=True), [0.0, 0.2, INF, INF, 0.4]),
     ],
 )
 def test_a_fixed_step_stopped_by_nan_reports_the_time_of_the_state_kept(saveat, ts):
@@ -294,8 +368,29 @@ def test_a_fixed_step_stopped_by_nan_reports_the_time_of_the_state_kept(saveat, 
     n = len(ts)
     np.testing.assert_allclose(sol.ts[:n], ts, rtol=1e-12)
     assert np.all(np.isinf(sol.ts[n:])) and np.all(np.isinf(sol.states.q[n:]))
-    # each saved state is the one at its time (x = t at unit speed)
+    # each saved state is the one at its time (x = t at unit speed), inf where not reached
     np.testing.assert_allclose(sol.states.q[:n, 0], ts, rtol=1e-12)
+
+
+def test_a_failed_members_t1_save_is_in_its_own_slot():
+    """SaveAt(ts=..., t1=True) has one slot per requested time and the t1 slot last, for every
+    member of a batch: the one stopped at t = 0.4 (force NaN past x = 0.35) holds inf at the
+    times not reached and its last state in the t1 slot, the one that finished is unchanged; so
+    does a run stopped by max_steps (at t = 0.3)."""
+    saveat = diffrax.SaveAt(ts=jnp.array([0.1, 0.25, 0.45, 0.5]), t1=True)
+    run = lambda y, max_steps: gm.simulate(SINGULAR_PAST, y, 0.0, 0.6, integrator=diffrax.Euler(),
+                                           dt0=0.1, saveat=saveat, throw=False, max_steps=max_steps)  # fmt: skip
+    sol = run(gm.State(jnp.array([[0.0], [0.0]]), jnp.array([[1.0], [0.5]])), 8)
+    np.testing.assert_array_equal(sol.result == diffrax.RESULTS.nonfinite, [True, False])
+    np.testing.assert_array_equal(sol.result == diffrax.RESULTS.successful, [False, True])
+    expected = np.array([[0.1, 0.25, INF, INF, 0.4], [0.1, 0.25, 0.45, 0.5, 0.6]])
+    np.testing.assert_allclose(sol.ts, expected, rtol=1e-12)
+    np.testing.assert_allclose(sol.t_final, [0.4, 0.6], rtol=1e-12)
+    np.testing.assert_allclose(sol.states.q[..., 0], [[1.0], [0.5]] * expected, rtol=1e-12)  # x = v t
+    short = run(_particle(-10.0), 3)
+    assert short.result == diffrax.RESULTS.max_steps_reached
+    np.testing.assert_allclose(short.ts, [0.1, 0.25, INF, INF, 0.3], rtol=1e-12)
+    np.testing.assert_allclose(short.states.q[:, 0], [-9.9, -9.75, INF, INF, -9.7], rtol=1e-12)
 
 
 def test_a_variational_integrator_failing_its_first_step_reports_t0():

@@ -12,7 +12,7 @@ from jaxtyping import Array, Bool, Float
 from .._bundle import State
 from .._checks import At, Failure, first_failure, point_scale
 from .._custom_types import RealScalarLike
-from .._engine import checked_outputs, integrate
+from .._engine import at_saves, checked_outputs, integrate
 from .._frontend import (
     DEFAULT_MAX_OUTPUT_BYTES,
     check_time_interval,
@@ -314,8 +314,9 @@ def _simulate_vakonomic(
         raw = eqx.tree_at(lambda r: checked_outputs(r, options), raw, checked)
     states, mu = raw.ys
     mechanical = eqx.tree_at(lambda r: r.ys, raw, states)
-    E_vak = jax.vmap(lambda t, s, m: vakonomic_energy(system, s, m, t))
-    E_vak = jax.vmap(E_vak)(raw.ts, states, mu) if batched else E_vak(raw.ts, states, mu)
+    E_vak = at_saves(
+        lambda t, y: vakonomic_energy(system, *y, t), raw.ts, (states, mu), batched=batched
+    )
     return VakonomicSolution(
         solution=Solution.from_raw(
             system, mechanical, batched=batched, throw=options.throw, failure=failure

@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Sequence
 
 from ._parse import (
@@ -82,6 +83,11 @@ def _enter_cache(stack: contextlib.ExitStack):
         return None
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """A warning during a command (the compilation cache's, a model's): one line, no source."""
+    print(f"geomech: warning: {message}", file=sys.stderr if file is None else file)
+
+
 def _one_line(e: BaseException) -> str:
     for line in str(e).strip().splitlines():
         line = line.strip()
@@ -92,7 +98,11 @@ def _one_line(e: BaseException) -> str:
 
 def _interrupted(signum, frame):
     """Ctrl-C in the `geomech` process: exit 130 at once. Leaving through Python's shutdown while
-    JAX's threads (compilation, the runtime) are still working can crash the interpreter."""
+    JAX's threads (compilation, the runtime) are still working can crash the interpreter. A run
+    being written into `--out` is removed first (the files already moved in are complete: the
+    move holds Ctrl-C back until its end)."""
+    if "geomech.cli._output" in sys.modules:
+        sys.modules["geomech.cli._output"].abandon()
     print("geomech: interrupted", file=sys.stderr, flush=True)
     os._exit(130)
 
@@ -138,6 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             float32 = args.float32 or getattr(args, "float32_sub", False)
             jax.config.update("jax_enable_x64", not float32)
         with contextlib.ExitStack() as stack:
+            stack.enter_context(warnings.catch_warnings())  # restores showwarning afterwards
+            warnings.showwarning = _show_warning
             args.cache_dir = None
             if args.command != "list" and not getattr(args, "no_cache", False):
                 args.cache_dir = _enter_cache(stack)

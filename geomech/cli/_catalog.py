@@ -16,15 +16,34 @@ def load() -> dict[str, dict]:
     return json.loads(PATH.read_text(encoding="utf-8"))
 
 
+def _settable(default) -> bool:
+    """A default the command line can give: a number, string, boolean, `None` (a number or a comma
+    list), or a tuple of numbers (a comma list of that length, e.g. principal moments)."""
+    if default is None or isinstance(default, (bool, int, float, str)):
+        return True
+    return isinstance(default, tuple) and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) for x in default
+    )
+
+
 def parameters(cls) -> dict[str, object]:
     """A model's command-line parameters and defaults: the keyword arguments of its constructor
-    with a number, string, boolean or `None` default (functions such as thesis Example 2's `A(q)`
-    are not settable from the command line)."""
+    with a default `_settable` from the command line (a tuple becomes a list in the catalog)."""
     out = {}
     for name, p in inspect.signature(cls).parameters.items():
-        if p.default is None or isinstance(p.default, (bool, int, float, str)):
-            out[name] = p.default
+        if _settable(p.default):
+            out[name] = list(p.default) if isinstance(p.default, tuple) else p.default
     return out
+
+
+def fixed_parameters(cls) -> list[str]:
+    """The keyword arguments of a model's constructor the command line cannot give (functions,
+    such as thesis Example 2's `A(q)`)."""
+    return [
+        name
+        for name, p in inspect.signature(cls).parameters.items()
+        if p.default is not inspect.Parameter.empty and not _settable(p.default)
+    ]
 
 
 def space_name(manifold) -> str | None:
@@ -54,6 +73,7 @@ def build() -> dict[str, dict]:
             else list(model.path_coordinates),
             "time_span": [float(t) for t in model.time_span],
             "parameters": parameters(cls),
+            "fixed_parameters": fixed_parameters(cls),
             "point_parameters": None
             if model.point_parameters is None
             else list(model.point_parameters),
@@ -64,6 +84,11 @@ def build() -> dict[str, dict]:
             "work_space": system.work_space is not None,
         }
     return catalog
+
+
+def show_value(value) -> str:
+    """A parameter's default as `--param` takes it (a list as `0.3,0.4,0.5`)."""
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 def dumps(catalog: dict) -> str:
@@ -79,7 +104,7 @@ def cmd_list(args) -> int:
         coordinates = ", ".join(c + u for c, u in zip(info["coordinates"], units, strict=True))
         kind = "time-dependent, " if info["time_dependent"] else ""
         ws = ", W ≠ D" if info["work_space"] else ""
-        params = ", ".join(f"{k}={v}" for k, v in info["parameters"].items())
+        params = ", ".join(f"{k}={show_value(v)}" for k, v in info["parameters"].items())
         t0, t1 = info["time_span"]
         print(f"{name}: {info['description']}")
         if info["point_parameters"] is None:

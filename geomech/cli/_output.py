@@ -6,11 +6,14 @@ The directory is checked and claimed before anything is simulated (`prepare`): a
 held by the process until its files are in place, refuses a second run of the same model into the
 same directory while the first one runs (two processes never delete each other's files). The size
 of the output is estimated before anything is allocated (`check_size`). A run is written into a
-temporary directory first and then moved in, replacing the files of an earlier run of the same
-model listed in its summary (only with `--overwrite`), so no two runs are ever mixed.
+temporary directory first (`.geomech-MODEL-partial-*`) and then moved in, replacing the files of
+an earlier run of the same model listed in its summary (only with `--overwrite`), so no two runs
+are ever mixed. Ctrl-C removes the temporary directory (`abandon`); one left by a killed process
+is removed by the next run of the same model.
 """
 
 import contextlib
+import glob
 import json
 import os
 import pathlib
@@ -26,6 +29,25 @@ from ._parse import UsageError
 MANIFEST = "_summary.json"  # MODEL_summary.json: the run's numbers and the files it wrote
 PLOTS = ("trajectory", "path", "drift")
 _TMP_PREFIX = ".geomech-"
+# what an interrupted process leaves (`abandon` removes it on Ctrl-C; a run of the same model
+# removes what a killed one left, `prepare`): the claims held and the runs being written
+_claims: set = set()
+_partial: set = set()
+
+
+def _partial_prefix(name: str) -> str:
+    """The prefix of the temporary directory a run of model `name` is written into."""
+    return f"{_TMP_PREFIX}{name}-partial-"
+
+
+def abandon() -> None:
+    """Ctrl-C (the process exits at once, `os._exit`): remove the runs being written (their
+    partial files) and release the claims on `--out`."""
+    for tmp in list(_partial):
+        shutil.rmtree(tmp, ignore_errors=True)
+    for claim in list(_claims):
+        with contextlib.suppress(OSError):
+            claim.release()
 
 
 def files(name: str) -> list[str]:
@@ -73,6 +95,7 @@ class Claim:
                 self._fd = os.open(self._lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
                 raise UsageError(f"{busy} (If no run is active, delete {self._lock}.)") from None
+            _claims.add(self)
             return
         while True:
             fd = os.open(self._lock, os.O_CREAT | os.O_RDWR, 0o644)
@@ -84,6 +107,7 @@ class Claim:
             try:  # the file may have been released and removed between open and flock
                 if os.path.samestat(os.fstat(fd), os.stat(self._lock)):
                     self._fd = fd
+                    _claims.add(self)
                     return
             except FileNotFoundError:
                 pass
@@ -91,6 +115,7 @@ class Claim:
 
     def release(self) -> None:
         """Remove the lock file (while holding the lock) and release it."""
+        _claims.discard(self)
         if self._fd is None:
             return
         if self._flock:  # unlinked while locked: a run waiting on this file retries (samestat)
@@ -116,6 +141,10 @@ def prepare(out: str, overwrite: bool, name: str) -> Claim:
         raise UsageError(f"--out {out} is not writable.")
     claim = Claim(path, name, out)
     try:
+        # a run of this model killed while writing (no other can be writing it: the claim is
+        # ours) left its partial files in a temporary directory
+        for tmp in path.glob(f"{glob.escape(_partial_prefix(name))}*"):
+            shutil.rmtree(tmp, ignore_errors=True)
         existing = {p.name for p in path.iterdir() if not p.name.startswith(_TMP_PREFIX)}
         manifests = [path / f for f in existing if f.endswith(MANIFEST)]
         ours = {f for m in manifests for f in _listed(m)} | {m.name for m in manifests}
@@ -173,19 +202,27 @@ def check_size(setup, batch: int, points: int, out: str | None, limit_mb: float)
     if out is not None:  # the .npz, and the CSV at up to 25 characters a number
         size += values * itemsize + values * (25 if itemsize == 8 else 16)
         what += ", with the .npz and .csv files"
-    mb = size / 2**20
-    if mb > limit_mb:
+    if size / 2**20 > limit_mb:
         raise UsageError(
-            f"the output would take about {mb:,.0f} MB ({what}), above --max-output-mb "
+            f"the output would take about {amount(size)} ({what}), above --max-output-mb "
             f"{limit_mb:g}: lower --batch or --points, or raise --max-output-mb."
         )
     if out is not None:
-        free = shutil.disk_usage(out).free / 2**20
-        if mb > free:
+        free = shutil.disk_usage(out).free
+        if size > free:
             raise UsageError(
-                f"the output would take about {mb:,.0f} MB but {out} has {free:,.0f} MB free: "
-                "lower --batch or --points, or choose another --out."
+                f"the output would take about {amount(size)} but {out} has {amount(free)} free: "
+                "free space, lower --batch or --points, or choose another --out."
             )
+
+
+def amount(size: int | float) -> str:
+    """A number of bytes for a message, in a unit that shows it (never "0 MB" for 20 kB)."""
+    for unit, scale in (("GB", 2**30), ("MB", 2**20), ("kB", 2**10)):
+        if size >= scale:
+            x = size / scale
+            return f"{x:.1f} {unit}" if x < 10 else f"{x:,.0f} {unit}"
+    return f"{size:.0f} bytes"
 
 
 def _pyplot():
@@ -322,7 +359,8 @@ def write(claim: Claim, setup, sol, summary: dict, argv, *, results, energy_cons
     from ..plot import point_array
 
     path, name = claim.path, setup.name
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=path))
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=_partial_prefix(name), dir=path))
+    _partial.add(tmp)
     lines, written = [], []
     try:
         np.savez(
@@ -369,5 +407,6 @@ def write(claim: Claim, setup, sol, summary: dict, argv, *, results, energy_cons
             lines += [f"wrote {path / f}" for f in [*written, manifest]]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        _partial.discard(tmp)
         claim.release()
     return lines

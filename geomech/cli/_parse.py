@@ -174,8 +174,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _parse_value(key: str, default, raw: str):
-    """A parameter value of the default's type (a number, or a comma list, where it is `None`)."""
-    kind = "number" if default is None else type(default).__name__
+    """A parameter value of the default's type (a number, or a comma list where it is `None`; a
+    comma list of the same length where it is a list)."""
+    if isinstance(default, list):
+        need = f"a comma list of {len(default)} numbers (e.g. {','.join(map(str, default))})"
+    else:
+        need = f"a {'number' if default is None else type(default).__name__} value"
     try:
         if isinstance(default, str):
             return raw
@@ -184,13 +188,22 @@ def _parse_value(key: str, default, raw: str):
         if isinstance(default, int):
             return int(raw)
         values = [float(x) for x in raw.split(",")]
+        if isinstance(default, list):
+            if len(values) != len(default):
+                raise ValueError
+            return tuple(_finite(key, values, raw))
         if default is not None and len(values) != 1:
             raise ValueError
     except (KeyError, ValueError):
-        raise UsageError(f"parameter {key} needs a {kind} value, got {raw!r}.") from None
+        raise UsageError(f"parameter {key} needs {need}, got {raw!r}.") from None
+    values = _finite(key, values, raw)
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def _finite(key: str, values: list[float], raw: str) -> list[float]:
     if not all(math.isfinite(x) for x in values):
         raise UsageError(f"parameter {key} needs finite values, got {raw!r}.")
-    return values[0] if len(values) == 1 else tuple(values)
+    return values
 
 
 def parse_params(name: str, info: dict, items: Sequence[str]) -> dict:
@@ -201,6 +214,11 @@ def parse_params(name: str, info: dict, items: Sequence[str]) -> dict:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise UsageError(f"--param takes key=value, got {item!r}.")
+        if key in info.get("fixed_parameters", ()):
+            raise UsageError(
+                f"parameter {key!r} of model {name} is not a number and cannot be set from the "
+                f"command line (use geomech.models in Python); settable: {', '.join(defaults)}."
+            )
         if key not in defaults:
             valid = ", ".join(defaults) or "(none)"
             raise UsageError(f"model {name} has no parameter {key!r}; its parameters are: {valid}.")

@@ -154,15 +154,36 @@ def precision_name(dtype) -> str:
     return "float64 (x64 enabled)" if dtype == np.float64 else "float32 (--float32)"
 
 
+def warning_lines(caught, f64: bool) -> list[str]:
+    """One line per distinct warning; a `gm.PrecisionWarning` with the command's remedy (in
+    float64 only the tolerances can be raised)."""
+    lines = []
+    for w in caught:
+        line = str(w.message)
+        if issubclass(w.category, gm.PrecisionWarning):
+            fix = "raise --rtol and --atol" if f64 else "drop --float32, or raise --rtol and --atol"
+            line = f"{line} (here: {fix})"
+        if line not in lines:
+            lines.append(line)
+    return lines
+
+
 def cache_row(cache_dir, before: dict) -> tuple[str, dict]:
-    """The compilation cache's share of the programs compiled since the counts `before`."""
+    """The compilation cache's share of the programs compiled since the counts `before`, and its
+    problems (damaged entries replaced, programs it could not keep; each also one warning)."""
     now = _cache.cache_counts()
-    requests, hits = now["requests"] - before["requests"], now["hits"] - before["hits"]
-    record = {"dir": None if cache_dir is None else str(cache_dir), "programs": requests}
+    delta = {k: now[k] - before[k] for k in now}
+    record = {"dir": None if cache_dir is None else str(cache_dir), "programs": delta["requests"]}
     if cache_dir is None:
         return "off", record
-    record["from_cache"] = hits
-    return f"{hits} of {requests} compiled programs loaded from {cache_dir}", record
+    record.update(from_cache=delta["hits"], damaged=delta["damaged"], not_kept=delta["unwritable"])
+    text = f"{delta['hits']} of {delta['requests']} compiled programs loaded from {cache_dir}"
+    problems = [
+        f"{delta['damaged']} damaged entries compiled again" if delta["damaged"] else "",
+        f"{delta['unwritable']} programs not kept: cannot write" if delta["unwritable"] else "",
+    ]
+    problems = [p for p in problems if p]
+    return text + (f" ({'; '.join(problems)})" if problems else ""), record
 
 
 def cmd_run(args, argv) -> int:
@@ -190,11 +211,8 @@ def cmd_run(args, argv) -> int:
             progress=progress,
             repeat=args.repeat,
         )
-    for w in caught:
-        print(
-            f"geomech: warning: {w.message} (here: drop --float32, or raise --rtol and --atol)",
-            file=sys.stderr,
-        )
+    for line in warning_lines(caught, f64):
+        print(f"geomech: warning: {line}", file=sys.stderr)
     sol, conserved = run.sol, _setup.conserves_energy(setup)
     cache_text, cache_record = cache_row(args.cache_dir, before)
     summary = summarize(sol)
