@@ -160,6 +160,7 @@ def test_run_writes_consistent_outputs(capsys, tmp_path, name):
     assert summary["successful"] == 1 and code == 0, err  # the model integrated
     model = gmm.MODELS[name]()
     plots = ["trajectory", "drift"] + (["path"] if model.path_coordinates else [])
+    plots += ["contact"] if isinstance(model, gmm.AbstractRollingModel) else []
     pngs = [f"{name}_{p}.png" for p in plots]
     written = [f"{name}.npz", f"{name}.csv", f"{name}_summary.json", *pngs]
     assert sorted(summary["files"]) == sorted(written)

@@ -16,15 +16,40 @@ def load() -> dict[str, dict]:
     return json.loads(PATH.read_text(encoding="utf-8"))
 
 
+def _is_number(x) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
 def parameters(cls) -> dict[str, object]:
     """A model's command-line parameters and defaults: the keyword arguments of its constructor
-    with a number, string, boolean or `None` default (functions such as thesis Example 2's `A(q)`
-    are not settable from the command line)."""
+    with a number, string, boolean or `None` default, or a tuple of numbers (a list here, such as
+    a ball's principal moments `inertia`; set as `--param inertia=0.3,0.4,0.5`). Functions such
+    as thesis Example 2's `A(q)` are not settable from the command line."""
     out = {}
     for name, p in inspect.signature(cls).parameters.items():
         if p.default is None or isinstance(p.default, (bool, int, float, str)):
             out[name] = p.default
+        elif isinstance(p.default, tuple | list) and p.default and all(map(_is_number, p.default)):
+            out[name] = [float(x) for x in p.default]
     return out
+
+
+def show_value(value) -> str:
+    """A parameter's value as `--param` takes it (a list as comma-separated numbers)."""
+    return ",".join(str(x) for x in value) if isinstance(value, list) else str(value)
+
+
+def _held(model, system, y0) -> dict[str, list[str]]:
+    """The names of what an ensemble keeps (`cli._setup.held`): the coordinates (on a Lie group
+    the tangent directions of the chart, named as the velocity's components) and speeds."""
+    from . import _setup
+
+    setup = _setup.Setup("", {}, model, system, y0, system.check_shapes(y0, model.t0))
+    fixed_q, fixed_v = _setup.held(setup)
+    return {
+        "coordinates": [model.coordinates[i] for i in fixed_q],
+        "speeds": [setup.velocity_labels[i] for i in fixed_v],
+    }
 
 
 def space_name(manifold) -> str | None:
@@ -62,6 +87,7 @@ def build() -> dict[str, dict]:
             "k": system.check_shapes(y0, model.t0),
             "time_dependent": system.time_dependent,
             "work_space": system.work_space is not None,
+            "held": _held(model, system, y0),
         }
     return catalog
 
@@ -73,13 +99,13 @@ def dumps(catalog: dict) -> str:
 def cmd_list(args) -> int:
     """`geomech list`: every model, its coordinates (with units), constraints and parameters; on
     a Lie group its configuration space, the stored point's parameters and the components of the
-    velocity (with units)."""
+    velocity (with units); for a constrained model what an ensemble (`run --batch`) keeps."""
     for name, info in load().items():
         units = [f" [{u}]" if u else "" for u in info["units"]]
         coordinates = ", ".join(c + u for c, u in zip(info["coordinates"], units, strict=True))
         kind = "time-dependent, " if info["time_dependent"] else ""
         ws = ", W ≠ D" if info["work_space"] else ""
-        params = ", ".join(f"{k}={v}" for k, v in info["parameters"].items())
+        params = ", ".join(f"{k}={show_value(v)}" for k, v in info["parameters"].items())
         t0, t1 = info["time_span"]
         print(f"{name}: {info['description']}")
         if info["point_parameters"] is None:
@@ -89,6 +115,15 @@ def cmd_list(args) -> int:
             space = f"q on {info['configuration_space']} stored as ({stored}), v = ({coordinates})"
         print(f"    {space}; {kind}k = {info['k']} constraints{ws}; t in [{t0:g}, {t1:g}]")
         print(f"    parameters: {params or '(none)'}")
+        if info["k"]:
+            held = info["held"]
+            shown_q = (
+                "all" if len(held["coordinates"]) == info["n"] else ", ".join(held["coordinates"])
+            )
+            print(
+                f"    --batch keeps: coordinates {shown_q or '(none)'}; speeds "
+                f"{', '.join(held['speeds']) or '(none)'} (the others follow from the constraints)"
+            )
     return 0
 
 

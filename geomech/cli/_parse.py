@@ -105,9 +105,12 @@ def parser() -> argparse.ArgumentParser:
         default=1,
         help="trajectories (an ensemble): trajectory 0 starts at the model's initial state "
         "(q0, v0), trajectory b > 0 at (q0 + 0.02 xi_b, v0 + 0.02 eta_b; q0 ⊕ 0.02 xi_b on a "
-        "Lie group) with standard normal "
-        "xi_b, eta_b (drawn from --seed; 0.02 in the model's units), moved onto the constraints "
-        "by gm.project_to_constraints",
+        "Lie group) with standard normal xi_b, eta_b (drawn from --seed; 0.02 in the model's "
+        "units), then put on the constraints by gm.consistent_state, which keeps the model's "
+        "independent coordinates and speeds as drawn and solves the others: the quantities a "
+        "model starts from stay within the noise of their nominal values (a rolling body keeps "
+        "its attitude, position and angular velocity, its contact velocity follows; "
+        "`geomech list` names what each model keeps)",
     )
     r.add_argument(
         "--t1", type=_number(float), default=None, help="end time (default: the model's)"
@@ -174,8 +177,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _parse_value(key: str, default, raw: str):
-    """A parameter value of the default's type (a number, or a comma list, where it is `None`)."""
-    kind = "number" if default is None else type(default).__name__
+    """A parameter value of the default's type (a number, or a comma list, where it is `None`;
+    as many comma-separated numbers as the default has, where it is a list)."""
+    kind = "a number" if default is None else f"a {type(default).__name__}"
+    if isinstance(default, list):
+        kind = f"{len(default)} comma-separated numbers as its"
     try:
         if isinstance(default, str):
             return raw
@@ -184,13 +190,14 @@ def _parse_value(key: str, default, raw: str):
         if isinstance(default, int):
             return int(raw)
         values = [float(x) for x in raw.split(",")]
-        if default is not None and len(values) != 1:
+        expected = len(default) if isinstance(default, list) else 1
+        if default is not None and len(values) != expected:
             raise ValueError
     except (KeyError, ValueError):
-        raise UsageError(f"parameter {key} needs a {kind} value, got {raw!r}.") from None
+        raise UsageError(f"parameter {key} needs {kind} value, got {raw!r}.") from None
     if not all(math.isfinite(x) for x in values):
         raise UsageError(f"parameter {key} needs finite values, got {raw!r}.")
-    return values[0] if len(values) == 1 else tuple(values)
+    return values[0] if len(values) == 1 and not isinstance(default, list) else tuple(values)
 
 
 def parse_params(name: str, info: dict, items: Sequence[str]) -> dict:
