@@ -231,7 +231,9 @@ def figures(setup, sol, *, energy_conserved: bool) -> dict:
         out["path"] = fig
     if isinstance(model, AbstractRollingModel):  # where a rolling body touches the plane
         fig, ax = plt.subplots(figsize=(5.5, 5.0), layout="constrained")
-        plot.contact_path(sol, model.contact_point, label=setup.name, ax=ax)
+        plot.contact_path(
+            sol, model.contact_point, units=model.length_unit, label=setup.name, ax=ax
+        )
         ax.set_title(f"{setup.name}: path of the contact point on the plane")
         out["contact"] = fig
     fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")

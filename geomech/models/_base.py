@@ -75,7 +75,9 @@ class AbstractModel(eqx.Module):
 
 class AbstractRollingModel(AbstractModel):
     """A body rolling on the horizontal plane: `contact_point(q)` is where it touches it, drawn
-    by `geomech.plot.contact_path` and by `geomech run` (`MODEL_contact.png`)."""
+    by `geomech.plot.contact_path` and by `geomech run` (`MODEL_contact.png`), in `length_unit`."""
+
+    length_unit: ClassVar[str] = "m"
 
     @abc.abstractmethod
     def contact_point(self, q) -> Float[Array, "2"]:
