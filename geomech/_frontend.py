@@ -7,6 +7,7 @@ and the compiled program.
 - the one traced/host decision (`values_are_concrete`), and with it how a failed precondition
   is reported (`run_checked`): named per trajectory on the host, an in-program error otherwise;
 - the lazy finite-$a_R$ check of `simulate` (`run_checked(..., recheck=...)`);
+- the adjoint for the enclosing differentiation (`_adjoint.automatic_adjoint`);
 - the warning against silent recompilation (`note_trace`).
 
 The engine (`_engine.py`) then runs the guarded, batched, sharded solve.
@@ -25,6 +26,7 @@ import numpy as np
 from jax._src.core import trace_state_clean
 from jaxtyping import ArrayLike, PyTree
 
+from ._adjoint import automatic_adjoint
 from ._checks import FAILURES, Failure, check_time
 from ._engine import SolveOptions, batch_sharding
 from ._precision import warn_if_imprecise
@@ -384,10 +386,11 @@ def run_checked(
     """Run the compiled program `program(options, given, throw_in_jit)` and report failed
     preconditions (`options.throw`: raise).
 
-    Forward-mode differentiation (`jax.jvp`, `jax.jacfwd`) cannot pass the default adjoint
-    (`diffrax.RecursiveCheckpointAdjoint` is a `custom_vjp`): there the program is traced again
-    with `diffrax.ForwardMode()`, which gives the same values and their forward derivatives
-    (reverse mode then needs the default again: do not nest `jax.grad` inside `jax.jacfwd`).
+    The default adjoint (`diffrax.RecursiveCheckpointAdjoint`, a `custom_vjp`) serves reverse
+    mode only: it is replaced before tracing by the one the enclosing transformations need
+    (`_adjoint.automatic_adjoint`: `diffrax.ForwardMode()` under `jax.jvp`/`jax.jacfwd`, a solve
+    differentiable in both modes where the caller's later use is unknown, e.g. optimistix's
+    least-squares solvers, which trace the residual function once and then linearize it).
 
     `given`: `None` (the program checks every precondition itself) or the preconditions of each
     trajectory computed beforehand (the program then checks all but the costliest, see below).
@@ -405,16 +408,12 @@ def run_checked(
     same as with the full check in the program."""
     throw = options.throw
 
+    # the default adjoint serves reverse mode only: chosen here from the transformations that
+    # trace this call (`_adjoint.automatic_adjoint`)
+    options = eqx.tree_at(lambda o: o.adjoint, options, automatic_adjoint(options.adjoint))
+
     def run(given, throw_in_jit):
-        try:
-            return program(options, given, throw_in_jit)
-        except TypeError as e:  # JAX's error for jvp of a custom_vjp, raised while tracing
-            if "custom_vjp" not in str(e) or not isinstance(
-                options.adjoint, diffrax.RecursiveCheckpointAdjoint
-            ):
-                raise
-        forward = eqx.tree_at(lambda o: o.adjoint, options, diffrax.ForwardMode())
-        return program(forward, given, throw_in_jit)
+        return program(options, given, throw_in_jit)
 
     if not values_are_concrete():
         return run(None, throw)

@@ -199,10 +199,14 @@ def simulate(
         adaptive integrators, `ConstantStepSize()` otherwise); not together with `rtol`/`atol`.
     - `stabilization`: `None` (drift is reported in the diagnostics, not corrected),
         `"baumgarte"` / `gm.Baumgarte(alpha, beta)`, or `"projection"` / `gm.ManifoldProjection()`.
-    - `adjoint`: `diffrax.RecursiveCheckpointAdjoint()` (default) or `diffrax.BacksolveAdjoint(...)`
-        (not with projection) for gradients of losses of the `Solution`;
-        `diffrax.ForwardMode()` for `jax.jacfwd`/`jax.jvp` (chosen by itself when forward-mode
-        differentiation meets the default; see docs/performance.md).
+    - `adjoint`: how derivatives pass the solve. The default,
+        `diffrax.RecursiveCheckpointAdjoint()`, is chosen anew before tracing from the
+        transformations `simulate` is traced under: `diffrax.ForwardMode()` under
+        `jax.jvp`/`jax.jacfwd`, the checkpointed adjoint under `jax.grad`/`jax.vjp`, and where the
+        mode is not known yet (inside `jax.jit`; a function optimistix traces once and then
+        linearizes or transposes, such as `optx.least_squares` with its default options) a solve
+        that serves both (docs/performance.md). Any other adjoint is used as given:
+        `diffrax.ForwardMode()`, or `diffrax.BacksolveAdjoint(...)` (not with projection).
     - `throw`: raise if any trajectory fails (a non-finite trajectory with an error saying so);
         with `False` failures are flagged in `result` (see `Solution`) and every other
         trajectory is returned as if it ran alone.

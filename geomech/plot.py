@@ -319,12 +319,23 @@ def drift(sol, *, energy: str = "drift", ax=None):
 def summary(sol, *, labels=None, title: str | None = None):
     """A figure with the trajectory, the phase portrait of the first coordinate and the drift.
 
+    On a Lie group (`sol.states.q` a `jaxlie` point, or a product of them with $\mathbb{R}^n$)
+    a point's stored parameters are not paired with the components of $v$ (a quaternion's $w$
+    has no rate among them), so the middle panel is $v$ against time instead: the body angular
+    velocity on SO(3). There `labels` name the $\dim Q$ components of $v$ (a model's
+    `coordinates`), and the first panel shows the point's stored parameters.
+
     **Returns:** the matplotlib `Figure`.
     """
     plt = _pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), constrained_layout=True)
-    trajectory(sol, labels=labels, ax=axes[0])
-    phase_portrait(sol, 0, label=None if labels is None else labels[0], ax=axes[1])
+    if _on_group(sol):
+        trajectory(sol, ax=axes[0])
+        trajectory(sol, labels=labels, velocities=True, ax=axes[1])
+        axes[1].set_title("velocity", fontsize="medium")
+    else:
+        trajectory(sol, labels=labels, ax=axes[0])
+        phase_portrait(sol, 0, label=None if labels is None else labels[0], ax=axes[1])
     drift(sol, ax=axes[2])
     if title:
         fig.suptitle(title)
@@ -477,7 +488,14 @@ def orientation(sol, point=(0.0, 0.0, 1.0), *, trajectory: int = 0, ax=None):
 
 
 def contact_path(
-    sol, contact: Callable | None = None, *, units: str = "m", max_paths: int = 200, ax=None
+    sol,
+    contact: Callable | None = None,
+    *,
+    units: str = "m",
+    max_paths: int = 200,
+    label: str | None = None,
+    color=None,
+    ax=None,
 ):
     """The path of a rolling body's contact point on the plane, with equal scales.
 
@@ -485,10 +503,17 @@ def contact_path(
 
     - `sol`: a `gm.Solution`.
     - `contact`: the contact point's $(x, y)$ from one configuration `q` (a JAX function,
-        vmapped over the saved states; rolling-body models give `model.contact_point`). By
-        default the first two coordinates of the $\\mathbb{R}^n$ factor of a product
-        $SO(3) \\times \\mathbb{R}^n$ (the reference point's position).
-    - `units`, `max_paths`, `ax`: as for `path`.
+        vmapped over the saved states): for the rolling-body models `model.contact_point`, for a
+        `gm.RollingBody` `lambda q: body.contact(q)[:2]`. By default the first two coordinates
+        of the $\mathbb{R}^n$ factor of a product $SO(3) \times \mathbb{R}^n$ (the reference
+        point's position, which is the contact point's only for a body whose reference point
+        lies above it, such as a ball's centre).
+    - `units`, `max_paths`: as for `path`.
+    - `label`: the legend entry of this solution's path (trajectory 0 of a batch), to tell two
+        solutions drawn on the same axes apart; with it the start is drawn without its own entry.
+    - `color`: the colour of that path and its start (matplotlib's next colour by default; the
+        other trajectories of a batch are thinner, in the same colour, lighter).
+    - `ax`: a matplotlib `Axes` (a new figure if `None`).
 
     **Returns:** the `Axes`.
     """
@@ -506,10 +531,13 @@ def contact_path(
     xy = _reached(_batched(xy, 2))
     B = xy.shape[0]
     ax = _axes(ax)
+    (first,) = ax.plot(xy[0, :, 0], xy[0, :, 1], color=color, lw=1.5, label=label, zorder=3)
+    color = first.get_color()  # the axes' next colour where none is given
     shown = min(B, max_paths)
-    for b in range(shown):
-        ax.plot(xy[b, :, 0], xy[b, :, 1], color="C0" if b == 0 else "C7", lw=1.5 if b == 0 else 0.5)
-    ax.plot(xy[:shown, 0, 0], xy[:shown, 0, 1], "o", color="k", ms=2.5, label="start")
+    for b in range(1, shown):
+        ax.plot(xy[b, :, 0], xy[b, :, 1], color=color, lw=0.5, alpha=0.35)
+    start = None if label is not None else "start"
+    ax.plot(xy[:shown, 0, 0], xy[:shown, 0, 1], "o", color=color, mec="k", ms=3, label=start)
     ax.set_xlabel(_axis_label("contact x", units))
     ax.set_ylabel(_axis_label("contact y", units))
     ax.set_aspect("equal", adjustable="datalim")

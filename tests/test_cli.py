@@ -27,7 +27,7 @@ import geomech as gm
 import geomech.models as gmm
 from geomech import _cache as gm_cache
 from geomech import cli
-from geomech.cli import _catalog, _output, _run, _setup
+from geomech.cli import _catalog, _output, _parse, _run, _setup
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -92,6 +92,18 @@ def test_catalog_is_up_to_date():
     assert _catalog.load() == json.loads(_catalog.dumps(_catalog.build()))
 
 
+def test_models_page_lists_every_model():
+    """docs/models.md's table: a row per registry name, with its class, n and k."""
+    page = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "models.md").read_text()
+    rows = {m[1]: m for m in re.finditer(r"^\| `(\w+)` \| `(\w+)` \| ([^|]+) \| ([^|]+) \|", page, re.M)}
+    assert set(rows) == set(gmm.MODELS)
+    for name, info in _catalog.load().items():
+        row = rows[name]
+        assert row[2] == gmm.MODELS[name].__name__
+        if name != "chain":  # n = 2N, k = N
+            assert (row[3].strip(), row[4].strip()) == (str(info["n"]), str(info["k"])), name
+
+
 def test_list_names_every_model_and_its_parameters(capsys):
     code, out, _ = run(capsys, "list")
     assert code == 0
@@ -107,6 +119,21 @@ def test_list_names_every_model_and_its_parameters(capsys):
             assert f" stored as ({stored}), v = ({shown}); " in out
     assert "l=1.0" in out and "W ≠ D" in out  # the pendulum's length; thesis Example 2's W
     assert "q on SO3 x R3 stored as (q_w, q_x, q_y, q_z, x, y, z)" in out  # pivoted_top
+    # array-valued parameters, as --param takes them; what an ensemble keeps
+    assert "inertia=0.3,0.4,0.5" in out and "semi_axes=0.2,0.03,0.02" in out
+    rattleback = out[out.index("rattleback:") :].splitlines()[3]
+    kept = "--batch keeps: coordinates all; speeds omega1, omega2, omega3"
+    assert rattleback.strip().startswith(kept)
+
+
+def test_array_parameters_from_the_command_line():
+    catalog = _catalog.load()
+    parsed = _parse.parse_params("rattleback", catalog["rattleback"], ["semi_axes=0.1,0.02,0.01"])
+    assert parsed == {"semi_axes": (0.1, 0.02, 0.01)}
+    model = gmm.Rattleback(**parsed)  # what `run` builds
+    np.testing.assert_array_equal(model.semi_axes, [0.1, 0.02, 0.01])
+    with pytest.raises(_parse.UsageError, match="needs a comma list of 3 numbers"):
+        _parse.parse_params("chaplygin_sphere", catalog["chaplygin_sphere"], ["inertia=0.3,0.4"])
 
 
 # -- run: one simulation, its numbers against gm.simulate, its files --------------------------
@@ -162,6 +189,7 @@ def test_run_writes_consistent_outputs(capsys, tmp_path, name):
     assert summary["successful"] == 1 and code == 0, err  # the model integrated
     model = gmm.MODELS[name]()
     plots = ["trajectory", "drift"] + (["path"] if model.path_coordinates else [])
+    plots += ["contact"] if isinstance(model, gmm.AbstractRollingModel) else []
     pngs = [f"{name}_{p}.png" for p in plots]
     written = [f"{name}.npz", f"{name}.csv", f"{name}_summary.json", *pngs]
     assert sorted(summary["files"]) == sorted(written)
@@ -263,6 +291,33 @@ def test_run_ensemble_writes_long_csv(capsys, tmp_path):
     assert len({tuple(q) for q in data["q"][:, 0]}) == 5  # distinct initial states
     summary = json.loads((tmp_path / "sleigh_summary.json").read_text())
     assert summary["command"] == "geomech " + " ".join(argv)
+
+
+def test_ensemble_keeps_what_the_model_starts_from():
+    """`run --batch` perturbs every entry by 0.02 N(0, 1) and then keeps the independent ones
+    (`geomech list`): the rattleback's 64 members start within 5 sigma (0.1 rad/s) of its
+    angular velocity (0, 0, 5) rad/s, on the rolling constraint, member 0 at the model's state
+    (a projection onto the constraints turned a 0.02 rad tilt into omega3 from 0.13 to 5.2);
+    a model on coordinates (the sleigh) keeps its independent speeds likewise."""
+    setup = _setup.build("rattleback", {})
+    y = _setup.ensemble(setup, 64, seed=0)
+    w = np.asarray(y.v[:, :3])
+    np.testing.assert_array_less(np.abs(w - np.array([0.0, 0.0, 5.0])), 0.1)
+    assert np.std(w[:, 2]) > 0.01  # perturbed: 0.02 rad/s
+    residual = jax.vmap(setup.system.constraint_residual)(y)
+    np.testing.assert_allclose(residual, 0.0, atol=1e-12)
+    np.testing.assert_array_equal(y.v[0], setup.y0.v)
+    np.testing.assert_array_equal(y.q[0].wxyz[0], setup.y0.q[0].wxyz)
+    np.testing.assert_array_equal(y.q[1][0], setup.y0.q[1])
+    assert _setup.held(setup) == ((0, 1, 2, 3, 4), (0, 1, 2))
+
+    setup = _setup.build("sleigh", {})
+    fixed_q, fixed_v = _setup.held(setup)
+    assert len(fixed_q) == 3 and len(fixed_v) == 2  # no holonomic constraint, one velocity row
+    y = _setup.ensemble(setup, 16, seed=1)
+    deviation = np.abs(np.asarray(y.v) - np.asarray(setup.y0.v))
+    assert np.all(deviation[:, list(fixed_v)] < 0.1) and np.any(deviation[:, list(fixed_v)] > 0.01)
+    np.testing.assert_allclose(jax.vmap(setup.system.constraint_residual)(y), 0.0, atol=1e-12)
 
 
 def test_failed_trajectories_exit_1(capsys, tmp_path):
@@ -547,6 +602,8 @@ def test_every_model_has_units_on_its_plot_axes(name):
     if "path" in figs:
         labels += [figs["path"].axes[0].get_ylabel()]
     units = [*model.units, model.time_unit]
+    if isinstance(model, gmm.AbstractRollingModel):  # the contact point's position
+        units.append(model.length_unit)
     assert labels and all(re.search(r" \[(.+)\]$", label)[1] in units for label in labels), labels
 
 

@@ -579,6 +579,31 @@ def test_forward_mode_through_simulate_on_so3():
     np.testing.assert_array_equal(jax.jacfwd(lambda p: final(p, diffrax.ForwardMode()))(p), J)
 
 
+def test_optimistix_default_least_squares_through_simulate_on_so3():
+    """The heavy top's $I_3$ (about the centre of mass) and $mg\\ell$ fitted by
+    `optx.least_squares` with its default options (a forward-mode Jacobian of a function
+    optimistix traces once, then linearizes) from the attitude and angular velocity of a
+    noiseless run, starting 20 % off: the library model `gm.models.HeavyTop`."""
+    import optimistix as optx
+
+    y0 = gm.State(jaxlie.SO3.exp(jnp.array([0.3, -0.2, 0.9])), jnp.array([0.4, -1.1, 3.0]))
+    ts = jnp.linspace(0.0, 1.0, 6)
+
+    def observed(p):  # p = (I3, m g ell) with m = 1, g = 9.81: ell = p[1] / g
+        top = gm.models.HeavyTop(I1=2.0, I2=2.5, I3=p[0], ell=p[1] / 9.81)
+        sol = gm.simulate(
+            top.system(), y0, 0.0, 1.0, saveat=diffrax.SaveAt(ts=ts), dt0=0.01,
+            stepsize_controller=diffrax.ConstantStepSize(), max_steps=200,
+        )  # fmt: skip
+        return jnp.concatenate([sol.states.q.as_matrix().reshape(-1), sol.states.v.ravel()])
+
+    truth = jnp.array([1.5, 2.0])
+    data = observed(truth)
+    solver = optx.LevenbergMarquardt(rtol=1e-10, atol=1e-10)
+    fit = optx.least_squares(lambda p, _: observed(p) - data, solver, 1.2 * truth, max_steps=50)
+    np.testing.assert_allclose(fit.value, truth, rtol=1e-6)
+
+
 def pivoted_top(I, m, g, ell):
     """A body on SO(3) × ℝ³ (centre of mass x) held at its pivot by h(R, x) = x − ℓ R e₃ = 0,
     with inertia `I` about the centre of mass."""

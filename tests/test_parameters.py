@@ -224,3 +224,76 @@ def test_forward_mode_adjoint_matches_finite_differences():
     scale = float(np.abs(fd).max())
     np.testing.assert_allclose(J, fd, rtol=1e-6, atol=1e-6 * scale)
     assert scale > 1e-2
+
+
+# -- the adjoint for the enclosing differentiation (geomech/_adjoint.py) ---------------------------
+
+
+def test_enclosing_differentiation_is_read_from_the_trace_state():
+    """Forward mode under jax.jvp/jacfwd, reverse under jax.grad/vjp, both (unknown) inside a
+    staged program with no differentiation in it or under jax.linearize."""
+    from geomech import _adjoint
+
+    seen = []
+    record = lambda x: seen.append(_adjoint.enclosing_differentiation()) or x
+    x = jnp.ones(2)
+    record(x)
+    jax.vmap(record)(x)
+    jax.jvp(record, (x,), (x,))
+    jax.jacfwd(record)(x)
+    jax.grad(lambda x: record(x).sum())(x)
+    jax.jit(jax.grad(lambda x: record(x).sum()))(x)
+    jax.jit(record)(x + 1.0)  # a new signature: traced again
+    jax.grad(jax.jit(lambda x: record(x).sum()))(x)
+    jax.linearize(record, x)
+    fwd, rev, both, clean = (True, False), (False, True), (True, True), (False, False)
+    assert seen == [clean, clean, fwd, fwd, rev, rev, both, both, both]
+
+
+def _sleigh_positions(p, ts):
+    """The sleigh's positions at `ts` under the damping `p[0]` and a torque `p[1]` about the
+    vertical, both in a closure. (Not the mass with the damping: the motion depends on their
+    ratio only.)"""
+    force = lambda q, v: -p[0] * v + p[1] * jnp.array([0.0, 0.0, 1.0])
+    system = gm.LagrangianSystem(SLEIGH.lagrangian, force=force, constraint=ROW)
+    sol = gm.simulate(system, Y0, 0.0, 2.0, saveat=diffrax.SaveAt(ts=ts), rtol=1e-10, atol=1e-10)
+    return sol.states.q.ravel()
+
+
+@pytest.mark.parametrize("jac", [None, "bwd"])
+def test_optimistix_least_squares_through_simulate_with_its_default_options(jac):
+    """`optx.least_squares(fn, optx.LevenbergMarquardt(...), y0)` with its default options (the
+    Jacobian by `jax.linearize`, forward mode; optimistix traces `fn` once, before it knows how it
+    will differentiate it) and with `jac="bwd"` recovers the damping and torque from noiseless
+    positions, starting 20 % off."""
+    import optimistix as optx
+
+    ts = jnp.linspace(0.0, 2.0, 9)
+    truth = jnp.array([C0, 0.3])
+    data = _sleigh_positions(truth, ts)
+    fit = optx.least_squares(
+        lambda p, _: _sleigh_positions(p, ts) - data,
+        optx.LevenbergMarquardt(rtol=1e-10, atol=1e-10),
+        1.2 * truth,
+        options=None if jac is None else {"jac": jac},
+        max_steps=50,
+    )
+    np.testing.assert_allclose(fit.value, truth, rtol=1e-6)
+
+
+def test_linearize_under_jit_gives_both_modes_of_derivative():
+    """Inside `jax.jit` with no differentiation in sight `simulate` does not know how its values
+    will be differentiated: `jax.linearize` of the jitted function, evaluated (forward mode) and
+    transposed (reverse mode), gives the Jacobian of `jax.jacfwd` (ForwardMode) to round-off; and
+    after `jax.jacfwd` of a jitted function, `jax.jacrev` of it (JAX reuses the traced program)
+    works too."""
+    ts = jnp.linspace(0.0, 2.0, 5)
+    p = jnp.array([C0, 0.3])
+    f = jax.jit(lambda p: _sleigh_positions(p, ts))
+    J = jax.jacfwd(lambda p: _sleigh_positions(p, ts))(p)  # forward mode, visible: ForwardMode
+    y, lin = jax.linearize(f, p)
+    np.testing.assert_allclose(jax.vmap(lin, out_axes=1)(jnp.eye(2)), J, rtol=1e-10, atol=1e-12)
+    (JT,) = jax.vmap(jax.linear_transpose(lin, p))(jnp.eye(y.size))
+    np.testing.assert_allclose(JT, J, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(jax.jacfwd(f)(p), J, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(jax.jacrev(f)(p), J, rtol=1e-8, atol=1e-10)

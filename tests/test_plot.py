@@ -199,6 +199,61 @@ def test_rigid_body_plots_of_a_batch():
     assert len(plot.contact_path(sol).get_lines()) == 3 + 1  # the paths and the starts
 
 
+def test_contact_path_tells_solutions_apart():
+    """Two solutions on one axes: each path in its own colour (given, or the axes' next one) with
+    its own legend entry; the other members of a batch in the same colour, thinner."""
+    ax = plot.contact_path(spinning_body(), label="hard ball", color="tab:red")
+    ax = plot.contact_path(spinning_body(batch=3), label="rubber ball", ax=ax)
+    legend = {t.get_text() for t in ax.get_legend().get_texts()}
+    assert legend == {"hard ball", "rubber ball"}
+    by_label = {ln.get_label(): ln for ln in ax.get_lines()}
+    hard, rubber = by_label["hard ball"], by_label["rubber ball"]
+    assert matplotlib.colors.same_color(hard.get_color(), "tab:red")
+    assert not matplotlib.colors.same_color(rubber.get_color(), hard.get_color())
+    members = [ln for ln in ax.get_lines() if ln.get_linewidth() < 1.0]
+    assert len(members) == 2 and all(ln.get_color() == rubber.get_color() for ln in members)
+    assert len(ax.get_lines()) == 1 + 1 + 3 + 1  # paths and start points of both
+
+
+def test_rolling_models_contact_point():
+    """`model.contact_point(q)` (what `contact_path` and `geomech run` draw): below the centre for
+    a ball; for the tilted rattleback the lowest point of its ellipsoid, found here by minimizing
+    the height over the surface (SciPy), independent of the support-function formula."""
+    import jaxlie
+    import scipy.optimize
+
+    R = jaxlie.SO3.exp(jnp.array([0.3, -0.2, 0.4]))
+    x = jnp.array([0.1, -0.05])
+    np.testing.assert_allclose(gmm.ChaplyginSphere().contact_point((R, x)), x, atol=1e-15)
+    model = gmm.Rattleback()
+    a, b, c = np.asarray(model.semi_axes)
+    M = np.asarray(R.as_matrix())
+    surface = lambda u: np.array(
+        [a * np.cos(u[0]) * np.sin(u[1]), b * np.sin(u[0]) * np.sin(u[1]), c * np.cos(u[1])]
+    )
+    grid = [(u, w) for u in np.linspace(0, 2 * np.pi, 73) for w in np.linspace(0, np.pi, 37)]
+    start = min(grid, key=lambda u: (M @ surface(u))[2])
+    low = scipy.optimize.minimize(lambda u: (M @ surface(u))[2], start, tol=1e-14).x
+    want = (M @ surface(low))[:2] + np.asarray(x)
+    np.testing.assert_allclose(model.contact_point((R, x)), want, atol=1e-7)
+    assert np.linalg.norm(want - np.asarray(x)) > 1e-2  # not below the centre
+
+
+def test_summary_on_a_group_shows_the_velocity_not_a_phase_portrait():
+    """On SO(3) × ℝ² the middle panel is v against t (no quaternion parameter against ω₁)."""
+    sol = spinning_body()
+    sol.energy = np.ones_like(sol.ts)
+    sol.constraint_residual = sol.position_residual = np.zeros_like(sol.ts)
+    labels = ["omega1", "omega2", "omega3", "vx", "vy"]
+    fig = plot.summary(sol, labels=labels)
+    lines = fig.axes[1].get_lines()
+    assert [ln.get_label() for ln in lines] == labels
+    for i, ln in enumerate(lines):
+        np.testing.assert_allclose(ln.get_xdata(), sol.ts)
+        np.testing.assert_allclose(ln.get_ydata(), np.asarray(sol.states.v)[:, i])
+    assert len(fig.axes[0].get_lines()) == 4 + 2  # the quaternion and x over time
+
+
 def test_conserved_draws_relative_drift():
     sol = spinning_body()
     drifting = lambda q, v: 1.0 + 1e-6 * q[1][0]  # x = t: drift 1e-6 t relative to 1

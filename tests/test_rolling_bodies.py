@@ -292,6 +292,47 @@ def test_chaplygin_sphere_integrals():
     np.testing.assert_allclose(np.linalg.norm(gamma, axis=-1), 1.0, atol=1e-13)
 
 
+def test_rubber_ball_keeps_the_horizontal_contact_momentum():
+    """Chaplygin's ball made of rubber: the rolling constraint of `gm.RollingBody` and one more
+    row, ω·γ = 0 (no spin about the vertical) [BorisovMamaev2008], stacked with `&`. The ideal
+    reaction of that row is a couple about the vertical, and gravity and the contact force act
+    through the contact point, whose velocity is the centre's: the angular momentum about the
+    contact point in space, R(Iω + m a² γ × (ω × γ)), keeps its horizontal components while its
+    vertical one changes (it is conserved whole for the smooth-contact Chaplygin ball); the
+    energy is conserved, ω·γ stays 0, and the ball moves."""
+    m, a, inertia = 1.0, 1.0, jnp.array([0.3, 0.4, 0.5])
+    ball = gm.RollingBody(gm.RigidBody(m, inertia), gm.Sphere(a))
+    e3 = jnp.asarray(E3)
+
+    def no_spin(q):
+        R, _ = q
+        return jnp.concatenate([R.inverse().apply(e3), jnp.zeros(2)])[None]
+
+    rubber = gm.LagrangianSystem(
+        ball.lagrangian, constraint=ball.constraint() & gm.LinearConstraint(no_spin),
+        manifold=ball.manifold,
+    )  # fmt: skip
+    R0 = jaxlie.SO3.exp(jnp.array([0.3, -0.2, 0.1]))
+    gamma0, w = R0.inverse().apply(e3), jnp.array([1.0, -2.0, 3.0])
+    q0 = (R0, jnp.zeros(2))
+    y0 = gm.State(q0, ball.rolling_velocity(q0, w - (w @ gamma0) * gamma0))
+    gm.check_on_constraint(rubber, y0, 0.0, tol=1e-14)
+    ts = jnp.linspace(0.0, 10.0, 41)
+    sol = gm.simulate(rubber, y0, 0.0, 10.0, saveat=diffrax.SaveAt(ts=ts), rtol=1e-10, atol=1e-10)
+    R, x = sol.states.q
+    v = np.asarray(sol.states.v)
+    w, xdot, gamma = v[:, :3], v[:, 3:], vertical(R)
+    M = np.asarray(inertia) * w + m * a**2 * np.cross(gamma, np.cross(w, gamma))
+    M_space = np.einsum("tij,tj->ti", np.asarray(R.as_matrix()), M)
+    E = 0.5 * np.sum(np.asarray(inertia) * w * w, -1) + 0.5 * m * np.sum(xdot**2, -1)
+    scale = np.max(np.linalg.norm(M_space, axis=-1))
+    assert np.max(np.ptp(M_space[:, :2], axis=0)) <= 1e-9 * scale
+    assert np.ptp(M_space[:, 2]) > 1e-2 * scale  # the vertical component is not conserved
+    assert np.ptp(E) <= 1e-9 * E[0]
+    np.testing.assert_allclose(np.sum(w * gamma, -1), 0.0, atol=1e-8)  # drift at rtol 1e-10
+    assert np.ptp(w[:, 0]) > 0.1 and np.ptp(np.asarray(x)[:, 0]) > 0.1  # it moves
+
+
 def test_routh_sphere_integrals():
     """Along `gm.simulate`: the energy, Jellett's J = Iω·r and Routh's
     ω₃ √(I₁I₃ + m I₁ r·r + m(I₃ − I₁) r₃²), with r = −aγ − εe₃ the contact point from the centre of

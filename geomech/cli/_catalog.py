@@ -46,6 +46,24 @@ def fixed_parameters(cls) -> list[str]:
     ]
 
 
+def show_value(value) -> str:
+    """A parameter's value as `--param` takes it (a list as comma-separated numbers)."""
+    return ",".join(str(x) for x in value) if isinstance(value, list) else str(value)
+
+
+def _held(model, system, y0) -> dict[str, list[str]]:
+    """The names of what an ensemble keeps (`cli._setup.held`): the coordinates (on a Lie group
+    the tangent directions of the chart, named as the velocity's components) and speeds."""
+    from . import _setup
+
+    setup = _setup.Setup("", {}, model, system, y0, system.check_shapes(y0, model.t0))
+    fixed_q, fixed_v = _setup.held(setup)
+    return {
+        "coordinates": [model.coordinates[i] for i in fixed_q],
+        "speeds": [setup.velocity_labels[i] for i in fixed_v],
+    }
+
+
 def space_name(manifold) -> str | None:
     """A Lie-group configuration space by name (`SO3 x R3`), `None` for coordinates."""
     if manifold is None or manifold.coordinates:
@@ -82,6 +100,7 @@ def build() -> dict[str, dict]:
             "k": system.check_shapes(y0, model.t0),
             "time_dependent": system.time_dependent,
             "work_space": system.work_space is not None,
+            "held": _held(model, system, y0),
         }
     return catalog
 
@@ -98,7 +117,7 @@ def dumps(catalog: dict) -> str:
 def cmd_list(args) -> int:
     """`geomech list`: every model, its coordinates (with units), constraints and parameters; on
     a Lie group its configuration space, the stored point's parameters and the components of the
-    velocity (with units)."""
+    velocity (with units); for a constrained model what an ensemble (`run --batch`) keeps."""
     for name, info in load().items():
         units = [f" [{u}]" if u else "" for u in info["units"]]
         coordinates = ", ".join(c + u for c, u in zip(info["coordinates"], units, strict=True))
@@ -114,6 +133,15 @@ def cmd_list(args) -> int:
             space = f"q on {info['configuration_space']} stored as ({stored}), v = ({coordinates})"
         print(f"    {space}; {kind}k = {info['k']} constraints{ws}; t in [{t0:g}, {t1:g}]")
         print(f"    parameters: {params or '(none)'}")
+        if info["k"]:
+            held = info["held"]
+            shown_q = (
+                "all" if len(held["coordinates"]) == info["n"] else ", ".join(held["coordinates"])
+            )
+            print(
+                f"    --batch keeps: coordinates {shown_q or '(none)'}; speeds "
+                f"{', '.join(held['speeds']) or '(none)'} (the others follow from the constraints)"
+            )
     return 0
 
 

@@ -27,7 +27,7 @@ import threading
 from ._parse import UsageError
 
 MANIFEST = "_summary.json"  # MODEL_summary.json: the run's numbers and the files it wrote
-PLOTS = ("trajectory", "path", "drift")
+PLOTS = ("trajectory", "path", "contact", "drift")
 _TMP_PREFIX = ".geomech-"
 # what an interrupted process leaves (`abandon` removes it on Ctrl-C; a run of the same model
 # removes what a killed one left, `prepare`): the claims held and the runs being written
@@ -240,8 +240,10 @@ def figures(setup, sol, *, energy_conserved: bool) -> dict:
     """The figures of a run, by file stem: `trajectory` (one panel per coordinate, on a Lie group
     per component of the velocity: the curve, or for an ensemble the median with percentile
     bands), `path` (the model's configuration-space
-    path, where it declares one) and `drift` (energy and residuals; the ensemble maximum)."""
+    path, where it declares one), `contact` (a rolling body's contact point on the plane) and
+    `drift` (energy and residuals; the ensemble maximum)."""
     from .. import plot
+    from ..models import AbstractRollingModel
     from ._setup import pretty
 
     plt = _pyplot()
@@ -264,6 +266,13 @@ def figures(setup, sol, *, energy_conserved: bool) -> dict:
             + (f" ({ax.get_title()})" if ax.get_title() else "")
         )
         out["path"] = fig
+    if isinstance(model, AbstractRollingModel):  # where a rolling body touches the plane
+        fig, ax = plt.subplots(figsize=(5.5, 5.0), layout="constrained")
+        plot.contact_path(
+            sol, model.contact_point, units=model.length_unit, label=setup.name, ax=ax
+        )
+        ax.set_title(f"{setup.name}: path of the contact point on the plane")
+        out["contact"] = fig
     fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
     plot.drift(sol, energy="drift" if energy_conserved else "change", ax=ax)
     ax.set_xlabel(f"t [{time_unit}]" if time_unit else "t")

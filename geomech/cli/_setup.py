@@ -117,13 +117,61 @@ def solver(setup: Setup, name: str) -> gm.AbstractSolver:
 
 
 @eqx.filter_jit
-def _project(system, y, t):
-    return gm.project_to_constraints(system, y, t)
+def _constraint_jacobians(system, state, t):
+    """$\\partial h/\\partial q$ and $\\partial\\phi/\\partial v$ at `state`, in the chart centred at
+    its point on a Lie group (where `gm.consistent_state` solves)."""
+    if system.on_group:
+        system, state = system.localized(state)
+    q, v = state.q, state.v
+    Dh = jax.jacfwd(lambda q_: system.position_residual(gm.State(q_, v), t))(q)
+    A = jax.jacfwd(lambda v_: system.constraint_residual(gm.State(q, v_), t))(v)
+    return Dh, A
+
+
+def _pivots(J: np.ndarray, count: int) -> list[int]:
+    """`count` columns of `J` chosen by QR with column pivoting (largest remaining norm first):
+    the block of `J` they form is as well conditioned as the greedy choice makes it."""
+    J, chosen = np.array(J, dtype=float), []
+    for _ in range(count):
+        norms = np.linalg.norm(J, axis=0)
+        norms[chosen] = -1.0
+        j = int(np.argmax(norms))
+        chosen.append(j)
+        u = J[:, j] / np.linalg.norm(J[:, j])
+        J = J - np.outer(u, u @ J)
+    return chosen
+
+
+def held(setup: Setup) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """`(fixed_q, fixed_v)`: the coordinates and speeds an ensemble keeps as drawn, the others
+    solved from the constraints (`gm.consistent_state`): the model's `independent_coordinates`
+    and `independent_speeds` where it declares them, else those left over when the dependent ones
+    (as many as the constraints: $m$ holonomic, $k$ in all) are chosen by QR with column
+    pivoting of $\\partial h/\\partial q$ and $\\partial\\phi/\\partial v$ at the initial state."""
+    model, n = setup.model, setup.n
+    declared_q, declared_v = model.independent_coordinates, model.independent_speeds
+    if declared_q is not None and declared_v is not None:
+        return tuple(declared_q), tuple(declared_v)
+    Dh, A = (np.asarray(x) for x in _constraint_jacobians(setup.system, setup.y0, setup.t0))
+    complement = lambda dependent: tuple(i for i in range(n) if i not in dependent)
+    fixed_q = complement(_pivots(Dh, Dh.shape[0])) if declared_q is None else tuple(declared_q)
+    fixed_v = complement(_pivots(A, A.shape[0])) if declared_v is None else tuple(declared_v)
+    return fixed_q, fixed_v
+
+
+@eqx.filter_jit
+def _consistent(system, y, t, fixed_q, fixed_v):
+    solve = lambda s: gm.consistent_state(system, s, fixed_q=fixed_q, fixed_v=fixed_v, t=t)
+    return jax.vmap(solve)(y)
 
 
 def ensemble(setup: Setup, batch: int, seed: int, scale: float = 0.02) -> gm.State:
-    """`batch` states near the model's, projected onto $\\mathcal{C}$ (the first one exact); on a
-    Lie group the points are $q_0 \\oplus \\delta_b$."""
+    """`batch` states near the model's: state 0 is the model's initial state; state $b > 0$ has
+    every coordinate and speed moved by `scale` times a standard normal draw (on a Lie group the
+    point is $q_0 \\oplus \\delta_b$), then the dependent ones solved from the constraints with
+    the independent ones kept exactly (`held`, `gm.consistent_state`). So the quantities the
+    model is started with (a rolling body's angular velocity $\\omega$) stay within `scale`
+    noise of their nominal values; the contact velocity follows from them."""
     if batch == 1:
         return setup.y0
     kq, kv = jax.random.split(jax.random.PRNGKey(seed))
@@ -133,7 +181,12 @@ def ensemble(setup: Setup, batch: int, seed: int, scale: float = 0.02) -> gm.Sta
     else:
         q = setup.y0.q[None] + noise(kq)
     y = gm.State(q, setup.y0.v[None] + noise(kv))
-    return _project(setup.system, y, jnp.asarray(setup.t0, setup.dtype)) if setup.k else y
+    if not setup.k:
+        return y
+    fixed_q, fixed_v = held(setup)
+    y = _consistent(setup.system, y, jnp.asarray(setup.t0, setup.dtype), fixed_q, fixed_v)
+    # the first trajectory at the model's state bit for bit
+    return jax.tree_util.tree_map(lambda ys, y0: ys.at[0].set(y0), y, setup.y0)
 
 
 @eqx.filter_jit

@@ -4,6 +4,7 @@ import abc
 from typing import ClassVar
 
 import equinox as eqx
+from jaxtyping import Array, Float
 
 from .._bundle import State
 from .._symmetry import LieAlgebraAction
@@ -33,6 +34,12 @@ class AbstractModel(eqx.Module):
     - `path_coordinates`: the indices `(i, j)` of the coordinate pair drawn as the path in
         configuration space (e.g. the contact point $(x, y)$ of a rolling disk), or `None`.
     - `time_span`: the default interval `(t0, t1)` of a simulation.
+    - `independent_coordinates`, `independent_speeds`: the indices of the coordinates ($n - m$
+        of them, $m$ holonomic constraints) and speeds ($n - k$) that determine a state on
+        $\\mathcal{C}$, the others being solved from the constraints (`gm.consistent_state`):
+        what an ensemble of `geomech run --batch` perturbs and keeps, so they are the quantities
+        the model is started with (a rolling body's angular velocity). `None` (the default):
+        chosen by QR with column pivoting of the constraints' Jacobians at the initial state.
     """
 
     description: eqx.AbstractClassVar[str]
@@ -42,6 +49,8 @@ class AbstractModel(eqx.Module):
     path_coordinates: eqx.AbstractClassVar[tuple[int, int] | None]
     point_parameters: ClassVar[tuple[str, ...] | None] = None
     time_span: eqx.AbstractClassVar[tuple[float, float]]
+    independent_coordinates: ClassVar[tuple[int, ...] | None] = None
+    independent_speeds: ClassVar[tuple[int, ...] | None] = None
 
     @abc.abstractmethod
     def system(self) -> LagrangianSystem:
@@ -62,6 +71,17 @@ class AbstractModel(eqx.Module):
     @property
     def t1(self) -> float:
         return self.time_span[1]
+
+
+class AbstractRollingModel(AbstractModel):
+    """A body rolling on the horizontal plane: `contact_point(q)` is where it touches it, drawn
+    by `geomech.plot.contact_path` and by `geomech run` (`MODEL_contact.png`), in `length_unit`."""
+
+    length_unit: ClassVar[str] = "m"
+
+    @abc.abstractmethod
+    def contact_point(self, q) -> Float[Array, "2"]:
+        """The horizontal position $(x, y)$ of the contact point at the configuration `q`."""
 
 
 class AbstractSymmetricModel(AbstractModel):

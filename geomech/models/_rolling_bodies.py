@@ -17,7 +17,7 @@ from .._bundle import State
 from .._rigid_body import RigidBody
 from .._rolling_contact import Ellipsoid, RollingBody, Sphere, ThinDisk
 from .._system import LagrangianSystem
-from ._base import AbstractModel
+from ._base import AbstractRollingModel
 from ._rolling import RollingDisk
 
 Vector = ArrayLike | Sequence[float]
@@ -28,7 +28,7 @@ def _param(x):
     return x.astype(jnp.result_type(float, x))
 
 
-class _AbstractRollingBody(AbstractModel):
+class _AbstractRollingBody(AbstractRollingModel):
     """A body rolling on $SO(3)\\times\\mathbb{R}^2$ with the velocity's tangent directions as its
     coordinates."""
 
@@ -38,6 +38,9 @@ class _AbstractRollingBody(AbstractModel):
     time_unit: ClassVar[str] = "s"
     path_coordinates: ClassVar[tuple[int, int] | None] = None
     time_span: ClassVar[tuple[float, float]] = (0.0, 10.0)
+    # a state is its attitude, position and angular velocity; the contact velocity follows
+    independent_coordinates: ClassVar[tuple[int, ...] | None] = (0, 1, 2, 3, 4)
+    independent_speeds: ClassVar[tuple[int, ...] | None] = (0, 1, 2)
 
     def rolling_body(self) -> RollingBody:
         raise NotImplementedError
@@ -57,6 +60,10 @@ class _AbstractRollingBody(AbstractModel):
         dtype = body.g.dtype
         q = (jaxlie.SO3.exp(jnp.asarray(attitude, dtype)), jnp.asarray(position, dtype))
         return State(q, body.rolling_velocity(q, jnp.asarray(omega, dtype)))
+
+    def contact_point(self, q) -> Float[Array, "2"]:
+        """$(x, y)$ of the point where the surface touches the plane (`gm.RollingBody.contact`)."""
+        return self.rolling_body().contact(q)[:2]
 
 
 class ChaplyginSphere(_AbstractRollingBody):
