@@ -187,7 +187,7 @@ def build(
     mesh = scene.mesh
     order = np.argsort(mesh.pattern, kind="stable")
     if B > 1:
-        shown = "all" if len(drawn) == B else f"{len(drawn)} of {B}"
+        shown = f"{B}" if len(drawn) == B else f"{len(drawn)} of {B}"
         title = f"{title} ({shown} trajectories)"
     data = {
         "title": title,

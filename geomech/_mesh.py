@@ -6,9 +6,13 @@ disk) that makes a turning body of revolution visibly turn. Plain NumPy: the mes
 not differentiated.
 """
 
+from collections.abc import Sequence
+
 import equinox as eqx
 import numpy as np
 from jaxtyping import ArrayLike
+
+Vector = ArrayLike | Sequence[float]  # a point or direction: an array, or a tuple of floats
 
 
 def _vector(owner: str, name: str, x, size: int = 3) -> np.ndarray:
@@ -113,7 +117,9 @@ class Mesh(eqx.Module):
     faces: np.ndarray
     pattern: np.ndarray
 
-    def __init__(self, vertices: ArrayLike, faces: ArrayLike, pattern: ArrayLike | None = None):
+    def __init__(
+        self, vertices: ArrayLike | Sequence, faces: ArrayLike | Sequence, pattern: Vector | None = None
+    ):
         vertices = np.asarray(vertices, dtype=float)
         faces = np.asarray(faces)
         if vertices.ndim != 2 or vertices.shape[1] != 3 or len(vertices) < 3:
@@ -140,9 +146,9 @@ class Mesh(eqx.Module):
     @classmethod
     def ellipsoid(
         cls,
-        semi_axes: ArrayLike,
-        centre: ArrayLike = (0.0, 0.0, 0.0),
-        axes: ArrayLike | None = None,
+        semi_axes: Vector,
+        centre: Vector = (0.0, 0.0, 0.0),
+        axes: ArrayLike | Sequence | None = None,
         *,
         rings: int = 24,
         segments: int = 48,
@@ -162,7 +168,7 @@ class Mesh(eqx.Module):
         return cls(c + (u * a) @ Q.T, faces, pattern)
 
     @classmethod
-    def sphere(cls, radius: float, centre: ArrayLike = (0.0, 0.0, 0.0), **kwargs) -> "Mesh":
+    def sphere(cls, radius: ArrayLike, centre: Vector = (0.0, 0.0, 0.0), **kwargs) -> "Mesh":
         """A sphere of `radius` around `centre`, its octants in two tones (so its spin shows)."""
         r = _positive("Mesh.sphere", "radius", radius)
         return cls.ellipsoid((r, r, r), centre, **kwargs)
@@ -170,9 +176,9 @@ class Mesh(eqx.Module):
     @classmethod
     def disk(
         cls,
-        radius: float,
-        axis: int | ArrayLike = 2,
-        thickness: float | None = None,
+        radius: ArrayLike,
+        axis: int | Vector = 2,
+        thickness: ArrayLike | None = None,
         *,
         segments: int = 64,
     ) -> "Mesh":
@@ -187,9 +193,9 @@ class Mesh(eqx.Module):
     @classmethod
     def cone(
         cls,
-        radius: float,
-        height: float,
-        axis: int | ArrayLike = 2,
+        radius: ArrayLike,
+        height: ArrayLike,
+        axis: int | Vector = 2,
         *,
         segments: int = 64,
     ) -> "Mesh":
@@ -217,7 +223,7 @@ class Mesh(eqx.Module):
         return cls(points, faces, pattern)
 
     @classmethod
-    def box(cls, half_extents: ArrayLike, centre: ArrayLike = (0.0, 0.0, 0.0)) -> "Mesh":
+    def box(cls, half_extents: Vector, centre: Vector = (0.0, 0.0, 0.0)) -> "Mesh":
         """A box $|p_i - c_i| \\le e_i$ with `half_extents` $e$ around `centre` $c$, the faces
         normal to each axis in alternating tones."""
         e = _vector("Mesh.box", "half_extents", half_extents)
@@ -265,7 +271,7 @@ class Mesh(eqx.Module):
             np.concatenate([m.pattern for m in meshes]),
         )
 
-    def translated(self, offset: ArrayLike) -> "Mesh":
+    def translated(self, offset: Vector) -> "Mesh":
         """The same mesh moved by `offset` in the body frame."""
         return Mesh(self.vertices + _vector("Mesh.translated", "offset", offset), self.faces, self.pattern)
 

@@ -7,7 +7,7 @@ position of the reference point, the contact point; `gm.RigidBody`: the mass and
 user writes one with a `pose(q)` function.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import equinox as eqx
 import jax
@@ -15,6 +15,8 @@ import jax.numpy as jnp
 import jaxlie
 import numpy as np
 from jaxtyping import ArrayLike
+
+Vector = ArrayLike | Sequence[float]  # a point or direction: an array, or a tuple of floats
 
 from ._mesh import Mesh
 
@@ -61,9 +63,9 @@ class Scene(eqx.Module):
     mesh: Mesh
     pose: Callable
     contact: Callable | None = None
-    point: np.ndarray | None = None
-    plane: float | None = 0.0
-    pivot: np.ndarray | None = None
+    point: Vector | None = eqx.field(default=None, converter=lambda x: _optional_point("Scene", "point", x))
+    plane: float | None = eqx.field(default=0.0, converter=lambda x: None if x is None else float(x))
+    pivot: Vector | None = eqx.field(default=None, converter=lambda x: _optional_point("Scene", "pivot", x))
     contact_label: str = "path of the contact point"
     point_label: str = "path of a body point"
 
@@ -74,14 +76,12 @@ class Scene(eqx.Module):
             raise TypeError("Scene: `pose` must be a function q -> (jaxlie.SO3, position (3,)).")
         if self.contact is not None and not callable(self.contact):
             raise TypeError("Scene: `contact` must be a function q -> (3,) or None.")
-        _optional_point("Scene", "point", self.point)
-        _optional_point("Scene", "pivot", self.pivot)
         if self.plane is not None and not np.isfinite(self.plane):
             raise ValueError(f"Scene: `plane` must be a finite height or None, got {self.plane}.")
 
     @classmethod
     def rolling(
-        cls, body, *, mesh: Mesh | None = None, point: ArrayLike | None = None
+        cls, body, *, mesh: Mesh | None = None, point: Vector | None = None
     ) -> "Scene":
         """A `gm.RollingBody` on the plane $z = 0$, $q = (R, x)$: the mesh of its surface
         (`body.surface.mesh()`, or `mesh`), its frame's origin at `body.position(q)`, the
@@ -103,7 +103,7 @@ class Scene(eqx.Module):
         body,
         *,
         mesh: Mesh | None = None,
-        point: ArrayLike | None = None,
+        point: Vector | None = None,
         plane: float | None = None,
     ) -> "Scene":
         """A `gm.RigidBody` on SO(3) turning about its frame's origin, fixed at the spatial
@@ -125,9 +125,9 @@ class Scene(eqx.Module):
         body,
         *,
         mesh: Mesh | None = None,
-        point: ArrayLike | None = None,
+        point: Vector | None = None,
         plane: float | None = None,
-        pivot: ArrayLike | None = None,
+        pivot: Vector | None = None,
     ) -> "Scene":
         """A `gm.RigidBody` on SO(3) × ℝ³, $q = (R, x)$ with $x$ its frame's origin in space;
         defaults as for `pivoted`."""

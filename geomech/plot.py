@@ -412,7 +412,7 @@ def animate_planar(
 
 def animate(
     sol,
-    scene: Scene,
+    scene,
     path=None,
     *,
     title: str = "geomech",

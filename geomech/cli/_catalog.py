@@ -62,6 +62,7 @@ def build() -> dict[str, dict]:
             "k": system.check_shapes(y0, model.t0),
             "time_dependent": system.time_dependent,
             "work_space": system.work_space is not None,
+            "scene": isinstance(model, gmm.AbstractSceneModel),
         }
     return catalog
 
@@ -88,7 +89,7 @@ def cmd_list(args) -> int:
             stored = ", ".join(info["point_parameters"])
             space = f"q on {info['configuration_space']} stored as ({stored}), v = ({coordinates})"
         print(f"    {space}; {kind}k = {info['k']} constraints{ws}; t in [{t0:g}, {t1:g}]")
-        print(f"    parameters: {params or '(none)'}")
+        print(f"    parameters: {params or '(none)'}" + ("; 3-D scene: --animate" if info.get("scene") else ""))
     return 0
 
 
