@@ -33,7 +33,9 @@ def _script(kind: str, ident: str, text: str) -> str:
     """A `<script>` element holding `text` as it is: the text must not end the element early
     (`</script`) nor start an HTML comment (`<!--`, which changes how `</script` is parsed)."""
     if re.search(r"</script|<!--", text, flags=re.I):
-        raise ValueError(f"the script {ident!r} cannot be inlined: it contains '</script' or '<!--'.")
+        raise ValueError(
+            f"the script {ident!r} cannot be inlined: it contains '</script' or '<!--'."
+        )
     ident = f' id="{ident}"' if ident else ""
     return f'<script type="{kind}"{ident}>{text}</script>'
 

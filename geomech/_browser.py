@@ -162,7 +162,11 @@ class Chromium:
         if method == "Runtime.exceptionThrown":
             d = params["exceptionDetails"]
             self.errors.append(d.get("exception", {}).get("description") or d.get("text", ""))
-        elif method == "Runtime.consoleAPICalled" and params["type"] in ("error", "assert", "warning"):
+        elif method == "Runtime.consoleAPICalled" and params["type"] in (
+            "error",
+            "assert",
+            "warning",
+        ):
             text = " ".join(
                 str(a.get("value", a.get("description", ""))) for a in params.get("args", [])
             )

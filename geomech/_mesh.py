@@ -118,7 +118,10 @@ class Mesh(eqx.Module):
     pattern: np.ndarray
 
     def __init__(
-        self, vertices: ArrayLike | Sequence, faces: ArrayLike | Sequence, pattern: Vector | None = None
+        self,
+        vertices: ArrayLike | Sequence,
+        faces: ArrayLike | Sequence,
+        pattern: Vector | None = None,
     ):
         vertices = np.asarray(vertices, dtype=float)
         faces = np.asarray(faces)
@@ -163,7 +166,9 @@ class Mesh(eqx.Module):
         if Q.shape != (3, 3) or not np.allclose(Q.T @ Q, np.eye(3), atol=1e-9):
             raise ValueError("Mesh.ellipsoid: `axes` must be a rotation matrix (3, 3).")
         if rings % 2 or segments % 4 or rings < 4:
-            raise ValueError("Mesh.ellipsoid: `rings` must be even (>= 4), `segments` a multiple of 4.")
+            raise ValueError(
+                "Mesh.ellipsoid: `rings` must be even (>= 4), `segments` a multiple of 4."
+            )
         u, faces, pattern = _unit_sphere(rings, segments)
         return cls(c + (u * a) @ Q.T, faces, pattern)
 
@@ -185,7 +190,9 @@ class Mesh(eqx.Module):
         """A thin disk (a flat cylinder, `thickness` $0.04 r$ by default) of `radius` centred at
         the origin, normal to the body axis `axis` (0, 1, 2 or a 3-vector), in 8 sectors."""
         r = _positive("Mesh.disk", "radius", radius)
-        h = 0.5 * (0.04 * r if thickness is None else _positive("Mesh.disk", "thickness", thickness))
+        h = 0.5 * (
+            0.04 * r if thickness is None else _positive("Mesh.disk", "thickness", thickness)
+        )
         axis = _check_axis("Mesh.disk", axis)
         profile = np.array([[0.0, -h], [r, -h], [r, h], [0.0, h]])
         return cls(*_revolution(profile, segments, _frame(axis), creases=(1, 2)))
@@ -273,7 +280,9 @@ class Mesh(eqx.Module):
 
     def translated(self, offset: Vector) -> "Mesh":
         """The same mesh moved by `offset` in the body frame."""
-        return Mesh(self.vertices + _vector("Mesh.translated", "offset", offset), self.faces, self.pattern)
+        return Mesh(
+            self.vertices + _vector("Mesh.translated", "offset", offset), self.faces, self.pattern
+        )
 
     def volume(self) -> float:
         """The enclosed volume, $\\tfrac16\\sum_f p_0\\cdot(p_1\\times p_2)$ (divergence theorem):

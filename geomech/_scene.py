@@ -7,18 +7,15 @@ position of the reference point, the contact point; `gm.RigidBody`: the mass and
 user writes one with a `pose(q)` function.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jaxlie
 import numpy as np
-from jaxtyping import ArrayLike
 
-Vector = ArrayLike | Sequence[float]  # a point or direction: an array, or a tuple of floats
-
-from ._mesh import Mesh
+from ._mesh import Mesh, Vector
 
 
 def _attitude(R: jaxlie.SO3) -> jax.Array:
@@ -63,15 +60,23 @@ class Scene(eqx.Module):
     mesh: Mesh
     pose: Callable
     contact: Callable | None = None
-    point: Vector | None = eqx.field(default=None, converter=lambda x: _optional_point("Scene", "point", x))
-    plane: float | None = eqx.field(default=0.0, converter=lambda x: None if x is None else float(x))
-    pivot: Vector | None = eqx.field(default=None, converter=lambda x: _optional_point("Scene", "pivot", x))
+    point: Vector | None = eqx.field(
+        default=None, converter=lambda x: _optional_point("Scene", "point", x)
+    )
+    plane: float | None = eqx.field(
+        default=0.0, converter=lambda x: None if x is None else float(x)
+    )
+    pivot: Vector | None = eqx.field(
+        default=None, converter=lambda x: _optional_point("Scene", "pivot", x)
+    )
     contact_label: str = "path of the contact point"
     point_label: str = "path of a body point"
 
     def __check_init__(self):
         if not isinstance(self.mesh, Mesh):
-            raise TypeError(f"Scene: `mesh` must be a gm.plot.Mesh, got {type(self.mesh).__name__}.")
+            raise TypeError(
+                f"Scene: `mesh` must be a gm.plot.Mesh, got {type(self.mesh).__name__}."
+            )
         if not callable(self.pose):
             raise TypeError("Scene: `pose` must be a function q -> (jaxlie.SO3, position (3,)).")
         if self.contact is not None and not callable(self.contact):
@@ -80,9 +85,7 @@ class Scene(eqx.Module):
             raise ValueError(f"Scene: `plane` must be a finite height or None, got {self.plane}.")
 
     @classmethod
-    def rolling(
-        cls, body, *, mesh: Mesh | None = None, point: Vector | None = None
-    ) -> "Scene":
+    def rolling(cls, body, *, mesh: Mesh | None = None, point: Vector | None = None) -> "Scene":
         """A `gm.RollingBody` on the plane $z = 0$, $q = (R, x)$: the mesh of its surface
         (`body.surface.mesh()`, or `mesh`), its frame's origin at `body.position(q)`, the
         contact point `body.contact(q)` traced, and `point` (by default the surface's point

@@ -3,8 +3,6 @@ inertia, surfaces), every model's scene puts its body where the model says it is
 body touches the plane at its contact point, a top stands on its pivot), and the page carries
 exactly those frames, fetches nothing and stays small. tests/test_browser.py looks at the page."""
 
-import base64
-import json
 import pathlib
 import re
 import types
@@ -14,6 +12,7 @@ import jax.numpy as jnp
 import jaxlie
 import numpy as np
 import pytest
+from helpers import decoded, page_data
 
 import geomech as gm
 import geomech.models as gmm
@@ -22,15 +21,6 @@ from geomech._animation import THREE, VIEWER
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCENE_MODELS = {n: c for n, c in gmm.MODELS.items() if issubclass(c, gmm.AbstractSceneModel)}
-
-
-def page_data(html: str) -> dict:
-    m = re.search(r'<script type="application/json" id="geomech-data">(.*?)</script>', html, re.S)
-    return json.loads(m.group(1).replace("<\\/", "</"))
-
-
-def decoded(text: str, dtype, width: int) -> np.ndarray:
-    return np.frombuffer(base64.b64decode(text), dtype=dtype).reshape(-1, width)
 
 
 def batched(q, n: int):
@@ -221,7 +211,9 @@ LOADS = re.compile(
     r"|\burl\(|@import|\bfetch\(|XMLHttpRequest|\bimportScripts\(|\bimport\(\s*[\"'`]",
     flags=re.I,
 )
-INLINED = re.compile(r'(<script type="(?:text/plain|application/json)" id="([\w-]+)">)(.*?)(</script>)', re.S)
+INLINED = re.compile(
+    r'(<script type="(?:text/plain|application/json)" id="([\w-]+)">)(.*?)(</script>)', re.S
+)
 SPECIFIER = re.compile(r"""\b(?:from|import)\s*["']([^"']+)["']""")
 
 
@@ -274,7 +266,7 @@ def test_the_test_finds_loads():
                  'import("https://x/m.js")']:  # fmt: skip
         assert LOADS.findall(page), page
     assert not LOADS.findall("const u = URL.createObjectURL(blob); import(u);")
-    assert SPECIFIER.findall('import{a as b}from"./x.js";import * as T from \'three\'') == [
+    assert SPECIFIER.findall("import{a as b}from\"./x.js\";import * as T from 'three'") == [
         "./x.js",
         "three",
     ]
@@ -340,7 +332,24 @@ def test_a_user_mesh_and_pose(tmp_path):
 
 
 def test_a_notebook_shows_the_page_inline():
-    anim = plot.animate(spin(np.linspace(0.0, 1.0, 3), (0.0, 0.0, 1.0)), gmm.FreeRigidBody().scene())
+    anim = plot.animate(
+        spin(np.linspace(0.0, 1.0, 3), (0.0, 0.0, 1.0)), gmm.FreeRigidBody().scene()
+    )
     inline = anim._repr_html_()
     assert inline.startswith("<iframe srcdoc=") and "<script" not in inline  # escaped
     assert "&lt;script type=&quot;text/plain&quot; id=&quot;three-core&quot;&gt;" in inline
+
+
+def test_the_vendored_three_js_is_the_npm_package_unchanged():
+    """The files match the hashes in the table of geomech/_vendor/three/README.md (copied from
+    the npm tarball), which names the version the page says it includes."""
+    import hashlib
+
+    from geomech._animation import THREE_VERSION
+
+    readme = (THREE / "README.md").read_text()
+    rows = re.findall(r"^\| `([\w.]+)` \| `[\w./]+` \| `([0-9a-f]{64})` \|$", readme, flags=re.M)
+    assert {name for name, _ in rows} == {p.name for p in THREE.iterdir()} - {"README.md"}
+    for name, digest in rows:
+        assert hashlib.sha256((THREE / name).read_bytes()).hexdigest() == digest, name
+    assert f"version {THREE_VERSION}" in readme.replace("\n", " ")

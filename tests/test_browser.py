@@ -71,7 +71,9 @@ def test_the_body_moves_on_the_screen_and_the_page_logs_no_error(ball_page):
     height, width, _ = a.shape
     assert (height, width) == (500, 800)
     for box in boxes.values():  # the ball is in view
-        assert 0 <= box["left"] < box["right"] <= width and 0 <= box["top"] < box["bottom"] <= height
+        assert (
+            0 <= box["left"] < box["right"] <= width and 0 <= box["top"] < box["bottom"] <= height
+        )
     left = int(min(boxes[0.5]["left"], boxes[2.0]["left"]))
     right = int(np.ceil(max(boxes[0.5]["right"], boxes[2.0]["right"])))
     top = int(min(boxes[0.5]["top"], boxes[2.0]["top"]))
