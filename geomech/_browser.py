@@ -3,12 +3,11 @@
 
 Chromium is started with `--remote-debugging-pipe`: it reads commands from its file descriptor 3
 and writes replies and events to 4, as NUL-terminated JSON messages, so no network port is opened
-and nothing beyond the standard library is needed. The browser is the system's (Debian's
-`chromium` package, or `$GEOMECH_CHROMIUM`); none is downloaded.
+and nothing beyond the standard library is needed (POSIX: Linux, macOS). The browser is the
+system's (Debian's `chromium` package, or `$GEOMECH_CHROMIUM`); none is downloaded.
 """
 
 import base64
-import fcntl
 import json
 import os
 import pathlib
@@ -42,6 +41,8 @@ FLAGS = (
 
 def _above(fd: int, low: int) -> int:
     """`fd` moved to the lowest free descriptor >= `low` (the old one closed)."""
+    import fcntl  # POSIX: imported here so that `geomech.plot` imports everywhere
+
     moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, low)
     os.close(fd)
     return moved

@@ -266,8 +266,8 @@ export function start(data, ready) {
   }
 
   function resize() {
-    const w = view.clientWidth || window.innerWidth;
-    const h = view.clientHeight || window.innerHeight;
+    const w = Math.max(view.clientWidth || window.innerWidth, 1); // 0 while the page is hidden
+    const h = Math.max(view.clientHeight || window.innerHeight, 1);
     renderer.setSize(w, h, true);
     camera.aspect = w / h;
     camera.updateProjectionMatrix();
