@@ -3,7 +3,8 @@
 After the site is built, the page's rattleback code block (the one that writes
 "rattleback.html") is run in a temporary directory and its page moved to
 site/seeing_it/rattleback.html, next to the page that embeds it: what the site shows is what that
-code writes. It simulates 10 s of the rattleback (half a minute of compilation on a CPU)."""
+code writes. It simulates 10 s of the rattleback (half a minute of compilation on a CPU); set
+GEOMECH_DOCS_NO_ANIMATION=1 to leave it out while editing (`mkdocs serve` rebuilds often)."""
 
 import contextlib
 import os
@@ -23,6 +24,8 @@ def rattleback_code() -> str:
 
 
 def on_post_build(config, **kwargs):
+    if os.environ.get("GEOMECH_DOCS_NO_ANIMATION"):
+        return
     target = pathlib.Path(config["site_dir"]) / "seeing_it" / "rattleback.html"
     with tempfile.TemporaryDirectory(prefix="geomech-docs-") as tmp:
         with contextlib.chdir(tmp):
