@@ -37,6 +37,7 @@ from jaxtyping import Array, ArrayLike, Float
 from ._constraint import LinearConstraint
 from ._lie import SO3
 from ._manifold import Euclidean, Product
+from ._mesh import Mesh
 from ._rigid_body import RigidBody
 from ._system import LagrangianSystem
 
@@ -87,6 +88,10 @@ class AbstractSurface(eqx.Module):
         """$z = -s(\\gamma)\\cdot\\gamma$, the height of the body frame's origin above the plane."""
         return -self.contact_point(gamma) @ gamma
 
+    @abc.abstractmethod
+    def mesh(self) -> Mesh:
+        """A triangle mesh of the surface in the body frame (what `geomech.plot.animate` draws)."""
+
 
 class Sphere(AbstractSurface):
     """A sphere of `radius` $a$ centred at the body frame's origin: $h(u) = a|u|$,
@@ -102,6 +107,9 @@ class Sphere(AbstractSurface):
 
     def contact_point(self, gamma):
         return -self.radius * gamma / jnp.linalg.norm(gamma)
+
+    def mesh(self) -> Mesh:
+        return Mesh.sphere(np.asarray(self.radius))
 
 
 class Ellipsoid(AbstractSurface):
@@ -120,6 +128,9 @@ class Ellipsoid(AbstractSurface):
     def contact_point(self, gamma):
         d2 = self.semi_axes**2
         return -d2 * gamma / jnp.sqrt(gamma @ (d2 * gamma))
+
+    def mesh(self) -> Mesh:
+        return Mesh.ellipsoid(np.asarray(self.semi_axes))
 
 
 class ThinDisk(AbstractSurface):
@@ -157,6 +168,9 @@ class ThinDisk(AbstractSurface):
         g = self._in_plane(gamma)
         return -self.radius * g / jnp.linalg.norm(g)
 
+    def mesh(self) -> Mesh:
+        return Mesh.disk(np.asarray(self.radius), np.asarray(self.axis))
+
 
 class SupportFunction(AbstractSurface):
     """A convex body given by its support function `h(u) -> scalar` (body frame, about the
@@ -173,6 +187,10 @@ class SupportFunction(AbstractSurface):
 
     def support(self, u):
         return jnp.asarray(self.h(u))
+
+    def mesh(self) -> Mesh:
+        """The boundary points $\\nabla h(u)$ over the directions $u$ of a sphere mesh."""
+        return Mesh.convex(jax.vmap(jax.grad(self.support)))
 
 
 # -- the rolling constraint --------------------------------------------------------------------

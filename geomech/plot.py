@@ -5,15 +5,28 @@ Every function takes a `gm.Solution` (single or batched, leading axis `B`) and d
 matplotlib `Axes` (a new figure when `ax` is `None`), returning the axes (or the animation).
 matplotlib is imported when a function is called, so `import geomech` does not need it:
 `pip install 'geomech[plot]'`.
+
+`animate` is the exception: it writes the bodies of a solution moving in 3-D as one
+self-contained HTML page (three.js inside, nothing fetched; docs/seeing_it.md), drawn as a
+`Scene` (a `Mesh` and where it is for each configuration); `export_frames` renders such a page to
+PNG frames (and an MP4 with ffmpeg) in a headless Chromium.
 """
 
 import contextlib
+import pathlib
+import shutil
+import subprocess
 import warnings
 from collections.abc import Callable, Sequence
 
 import jax
 import jaxlie
 import numpy as np
+
+from . import _animation, _browser
+from ._animation import Animation as Animation
+from ._mesh import Mesh as Mesh
+from ._scene import Scene as Scene
 
 
 def _pyplot():
@@ -342,7 +355,7 @@ def summary(sol, *, labels=None, title: str | None = None):
     return fig
 
 
-def animate(
+def animate_planar(
     sol,
     points: Callable,
     *,
@@ -352,7 +365,8 @@ def animate(
     interval: int = 30,
     every: int = 1,
 ):
-    """Animate a planar model from a single trajectory.
+    """Animate a planar model from a single trajectory with matplotlib (for bodies in 3-D, see
+    `animate`).
 
     **Arguments:**
 
@@ -371,7 +385,8 @@ def animate(
     q = np.asarray(sol.states.q)
     if q.ndim != 2:
         raise ValueError(
-            "animate takes a single trajectory (states.q of shape (T, n)); index the batch first."
+            "animate_planar takes a single trajectory (states.q of shape (T, n)); index the batch "
+            "first."
         )
     q = q[np.isfinite(np.asarray(sol.ts))][::every]
     frames = np.stack([np.asarray(points(qi)) for qi in q])
@@ -401,6 +416,151 @@ def animate(
         return [*segments, dots] + ([path] if path is not None else [])
 
     return FuncAnimation(ax.figure, draw, frames=len(frames), interval=interval, blit=True)
+
+
+# -- bodies in 3-D: one self-contained HTML page (docs/seeing_it.md) -----------------------------
+
+
+def animate(
+    sol,
+    scene,
+    path=None,
+    *,
+    title: str = "geomech",
+    time_unit: str = "s",
+    every: int = 1,
+    max_bodies: int = 16,
+    speed: float = 1.0,
+    autoplay: bool = True,
+    loop: bool = True,
+    height: int = 480,
+) -> Animation:
+    """The bodies of a solution moving in 3-D, as one self-contained HTML page: the body's mesh
+    with its axes ($e_1, e_2, e_3$ red, green, blue), the floor, the paths of the contact point
+    and of a body point, a time slider with play/pause and speed, the camera turned with the
+    mouse (drag), moved (right-drag) and zoomed (wheel). The page includes three.js and the
+    frames (float32), fetches nothing, and opens in any browser, offline (docs/seeing_it.md).
+
+    **Arguments:**
+
+    - `sol`: a `gm.Solution` (or anything with `ts` and `states.q`), saved at the times to show
+        (e.g. `diffrax.SaveAt(ts=jnp.linspace(t0, t1, 601))`: the page interpolates between
+        them, slerp for the attitude). A batch (leading axis `B`) draws up to `max_bodies`
+        trajectories together, the first opaque and the others faint, with a selector; a
+        failed trajectory stays where it stopped.
+    - `scene`: a `Scene`: a model's `model.scene()`, `Scene.rolling(rolling_body)`,
+        `Scene.pivoted(rigid_body)`, `Scene.free(rigid_body)`, or your own
+        `Scene(mesh, pose)`.
+    - `path`: the file to write (e.g. `"rattleback.html"`), or `None`.
+    - `title`: shown in the legend; `time_unit` on the clock.
+    - `every`: use every `every`-th saved time.
+    - `speed`: the initial playback speed (1: real time); `autoplay`, `loop`: start playing, and
+        play again from the start.
+    - `height`: of the inline view in a notebook, in pixels.
+
+    **Returns:** an `Animation`: `anim.html` the page, `anim.save(path)`, and shown inline in a
+    notebook. `export_frames(anim, directory)` renders it to PNG frames (and a video).
+    """
+    if not isinstance(scene, Scene):
+        hint = (
+            "; for the matplotlib animation of a planar model's points(q), use "
+            "plot.animate_planar"
+            if callable(scene)
+            else ""
+        )
+        raise TypeError(
+            "animate: `scene` must be a gm.plot.Scene (a model's `model.scene()`, "
+            f"Scene.rolling(body), Scene.pivoted(body), ...), got {type(scene).__name__}{hint}."
+        )
+    for name, value in (("every", every), ("max_bodies", max_bodies), ("height", height)):
+        if not isinstance(value, int | np.integer) or value < 1:
+            raise ValueError(f"animate: `{name}` must be a positive integer, got {value!r}.")
+    if not (np.isfinite(speed) and speed > 0):
+        raise ValueError(f"animate: `speed` must be a finite positive number, got {speed!r}.")
+    anim = _animation.build(
+        sol,
+        scene,
+        title=str(title),
+        time_unit=str(time_unit),
+        every=int(every),
+        max_bodies=int(max_bodies),
+        speed=float(speed),
+        autoplay=autoplay,
+        loop=loop,
+    )
+    anim.height = int(height)
+    if path is not None:
+        anim.save(path)
+    return anim
+
+
+def export_frames(
+    animation,
+    directory,
+    *,
+    fps: float = 30.0,
+    speed: float = 1.0,
+    t0: float | None = None,
+    t1: float | None = None,
+    width: int = 1280,
+    height: int = 720,
+    video=None,
+    chromium: str | None = None,
+) -> list[pathlib.Path]:
+    """Render an animation to PNG frames in a headless Chromium (Debian's `chromium` package,
+    Chrome, or `$GEOMECH_CHROMIUM`), and optionally encode them as a video with ffmpeg.
+
+    **Arguments:**
+
+    - `animation`: an `Animation` (from `animate`) or the path of a saved page.
+    - `directory`: where the frames `frame_00000.png`, `frame_00001.png`, ... are written
+        (created if needed).
+    - `fps`: frames per second of the video; `speed`: simulated time per second of video.
+    - `t0`, `t1`: the simulated times to render (the whole solution by default).
+    - `width`, `height`: the frame size in pixels (the controls bar is hidden).
+    - `video`: a file to encode the frames into (e.g. `"rattleback.mp4"`, H.264 by ffmpeg, which
+        must be on the `PATH`), or `None`.
+    - `chromium`: the browser's executable (found on the `PATH` by default).
+
+    **Returns:** the paths of the frames.
+    """
+    if not (np.isfinite(fps) and fps > 0 and np.isfinite(speed) and speed > 0):
+        raise ValueError(f"export_frames: `fps` and `speed` must be positive, got {fps}, {speed}.")
+    if video is not None and shutil.which("ffmpeg") is None:
+        raise RuntimeError("export_frames: `video` needs ffmpeg on the PATH (e.g. apt install ffmpeg).")
+    directory = pathlib.Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        if isinstance(animation, Animation):
+            page = directory / ".geomech-export.html"
+            pathlib.Path(page).write_text(animation.html, encoding="utf-8")
+            stack.callback(page.unlink, missing_ok=True)
+        else:
+            page = pathlib.Path(animation)
+        browser = stack.enter_context(
+            _browser.Chromium(chromium, width=width, height=height)
+        )
+        browser.open(page.resolve().as_uri() + "#t=0")
+        start, end = browser.evaluate("geomechReady.then(() => [geomech.t0, geomech.t1])")
+        browser.evaluate("geomech.bare()")
+        start = start if t0 is None else float(t0)
+        end = end if t1 is None else float(t1)
+        count = int(np.floor((end - start) * fps / speed + 1e-9)) + 1
+        frames = []
+        for i, t in enumerate(start + np.arange(count) * speed / fps):
+            browser.evaluate(f"geomech.seek({float(t)!r})")
+            frames.append(directory / f"frame_{i:05d}.png")
+            frames[-1].write_bytes(browser.screenshot())
+        if browser.errors:
+            raise _browser.BrowserError("the page logged errors:\n" + "\n".join(browser.errors))
+    if video is not None:
+        command = [
+            "ffmpeg", "-y", "-loglevel", "error", "-framerate", f"{fps:g}",
+            "-i", str(directory / "frame_%05d.png"),
+            "-c:v", "libx264", "-pix_fmt", "yuv420p", str(video),
+        ]  # fmt: skip
+        subprocess.run(command, check=True)
+    return frames
 
 
 # -- rigid bodies on SO(3), SE(3) and products with SO(3) first (docs/lie_groups.md) ---------------

@@ -1,10 +1,14 @@
-"""Helpers shared by the tests: the solver registry and the comparison of printed output."""
+"""Helpers shared by the tests: the solver registry, the comparison of printed output and the
+data inside an animation page."""
 
+import base64
+import json
 import re
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import geomech as gm
 from geomech._dynamics import check_solver, constrained_acceleration
@@ -104,3 +108,15 @@ def output_mismatches(got: str, shown: str) -> list[str]:
         if abs(x - y) > RTOL * max(abs(x), abs(y)):
             out.append(f"printed {a}, shown {b}")
     return out
+
+
+# -- animation pages (geomech.plot.animate) --------------------------------------------------------
+def page_data(html: str) -> dict:
+    """The viewer's data inside a page written by `geomech.plot.animate`."""
+    m = re.search(r'<script type="application/json" id="geomech-data">(.*?)</script>', html, re.S)
+    return json.loads(m.group(1).replace("<\\/", "</"))
+
+
+def decoded(text: str, dtype, width: int) -> np.ndarray:
+    """A base64 array of the page, as `(-1, width)`."""
+    return np.frombuffer(base64.b64decode(text), dtype=dtype).reshape(-1, width)

@@ -22,6 +22,7 @@ import jaxlie
 import matplotlib
 import numpy as np
 import pytest
+from helpers import decoded, page_data
 
 import geomech as gm
 import geomech.models as gmm
@@ -64,6 +65,7 @@ HEAVY = ("jax", "jaxlib", "diffrax", "equinox", "geomech.models", "matplotlib")
         (["run", "pendulm"], 2),
         (["run", "pendulum", "--max-steps", "1e20"], 2),
         (["compare", "sleigh", "--states", "0"], 2),
+        (["run", "pendulum", "--animate", "--out", "unused"], 2),
     ],
 )
 def test_fast_paths_import_no_jax(argv, code):
@@ -180,18 +182,29 @@ RUN_MODELS = [name for name, cls in gmm.MODELS.items() if cls.point_parameters i
 ]
 
 
+def _saved_points(model, q):
+    """The configurations of MODEL.npz's `q` columns: coordinates, or a group's parameters."""
+    if model.point_parameters is None:
+        return jnp.asarray(q)
+    R = jaxlie.SO3(jnp.asarray(q[..., :4]))
+    return R if q.shape[-1] == 4 else (R, jnp.asarray(q[..., 4:]))
+
+
 @pytest.mark.parametrize("name", RUN_MODELS)
 def test_run_writes_consistent_outputs(capsys, tmp_path, name):
+    model = gmm.MODELS[name]()
+    scene = isinstance(model, gmm.AbstractSceneModel)  # then --animate writes MODEL.html too
     code, out, err = run(
-        capsys, "run", name, "--t1", "0.3", "--points", "21", "--out", str(tmp_path)
-    )
+        capsys, "run", name, "--t1", "0.3", "--points", "21", "--out", str(tmp_path),
+        *(["--animate"] if scene else []),
+    )  # fmt: skip
     summary = json.loads((tmp_path / f"{name}_summary.json").read_text())
     assert summary["successful"] == 1 and code == 0, err  # the model integrated
-    model = gmm.MODELS[name]()
     plots = ["trajectory", "drift"] + (["path"] if model.path_coordinates else [])
     plots += ["contact"] if isinstance(model, gmm.AbstractRollingModel) else []
     pngs = [f"{name}_{p}.png" for p in plots]
     written = [f"{name}.npz", f"{name}.csv", f"{name}_summary.json", *pngs]
+    written += [f"{name}.html"] if scene else []
     assert sorted(summary["files"]) == sorted(written)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(summary["files"])
     for png in pngs:
@@ -216,6 +229,14 @@ def test_run_writes_consistent_outputs(capsys, tmp_path, name):
     assert f"{summary['max_energy_change']:.3e}" in out
     assert summary["command"].startswith(f"geomech run {name} --t1 0.3")
     assert summary["versions"]["jax"] == jax.__version__ and summary["machine"]["cpu_count"] >= 1
+    if scene:  # the page shows the saved states, drawn by the model's scene
+        page = page_data((tmp_path / f"{name}.html").read_text())
+        frames = model.scene().frames(_saved_points(model, data["q"]), (21,))
+        np.testing.assert_allclose(decoded(page["ts"], np.float32, 1)[:, 0], data["ts"], rtol=1e-6)
+        (body,) = page["bodies"]
+        for key in ("wxyz", "position"):
+            got = decoded(body[key], np.float32, frames[key].shape[-1])
+            np.testing.assert_allclose(got, frames[key], atol=1e-6)
 
 
 @pytest.mark.parametrize("name", ["pendulum", "sleigh", "bead_on_wire"])
@@ -268,8 +289,10 @@ def test_run_on_a_group_matches_simulate(capsys, tmp_path):
 
 def test_run_ensemble_writes_long_csv(capsys, tmp_path):
     argv = ["run", "sleigh", "--batch", "5", "--t1", "0.5", "--points", "4", "--out", str(tmp_path)]
-    code, out, _ = run(capsys, *argv)
+    code, out, _ = run(capsys, *argv, "--animate")
     assert code == 0 and "5 / 5 successful" in out
+    page = page_data((tmp_path / "sleigh.html").read_text())  # every member drawn
+    assert len(page["bodies"]) == 5 and "(5 trajectories)" in page["title"]
     data = np.load(tmp_path / "sleigh.npz")
     assert data["q"].shape == (5, 4, 3)
     header = (tmp_path / "sleigh.csv").read_text().splitlines()[0].split(",")
@@ -290,7 +313,7 @@ def test_run_ensemble_writes_long_csv(capsys, tmp_path):
     np.testing.assert_allclose(residual, 0.0, atol=1e-7)  # every member starts and stays on C
     assert len({tuple(q) for q in data["q"][:, 0]}) == 5  # distinct initial states
     summary = json.loads((tmp_path / "sleigh_summary.json").read_text())
-    assert summary["command"] == "geomech " + " ".join(argv)
+    assert summary["command"] == "geomech " + " ".join([*argv, "--animate"])
 
 
 def test_ensemble_keeps_what_the_model_starts_from():
@@ -867,6 +890,8 @@ def test_python_dash_m_entry_point():
         (["run", "pendulum", "--max-steps", "1e400"], "--max-steps: needs an integer"),
         (["run", "pendulum", "--seed", str(2**64)], "--seed: must be <= 4294967295"),
         (["run", "pendulum", "--t1", "-5"], "--t1 must be after the start time t0 = 0"),
+        (["run", "sleigh", "--animate"], "give --out"),
+        (["run", "pendulum", "--animate", "--out", "unused"], "has no 3-D scene"),
         (["run", "pendulum", "--repeat", "-1"], "--repeat: must be >= 0"),
         (["run", "pendulum", "--batch", "10000000"], "--max-output-mb"),
         (["run", "pendulum", "--max-output-mb", "0"], "must be > 0"),

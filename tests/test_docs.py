@@ -24,6 +24,7 @@ def test_mkdocs_build_strict(tmp_path):
         "NO_MKDOCS_2_WARNING": "1",
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
+    env.pop("GEOMECH_DOCS_NO_ANIMATION", None)  # the build writes the page's animation
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
         cwd=ROOT,
@@ -48,6 +49,7 @@ def test_mkdocs_build_strict(tmp_path):
         "sharp_bits.md",
         "multi_device.md",
         "rotating_bodies.md",
+        "seeing_it.md",
     ):
         assert page in nav and (ROOT / "docs" / page).exists()
     # the site works without network access: every script and stylesheet is the site's own, and
@@ -60,6 +62,13 @@ def test_mkdocs_build_strict(tmp_path):
     assert not external, "the built site loads from other hosts:\n" + "\n".join(sorted(set(external)))
     assert "javascripts/mathjax/tex-svg-full.js" in api
     assert (tmp_path / "site" / "javascripts" / "mathjax" / "tex-svg-full.js").stat().st_size > 10**6
+    # "Seeing it" embeds the rattleback's animation, written by its own code when the site is built
+    seeing = (tmp_path / "site" / "seeing_it" / "index.html").read_text()
+    assert '<iframe src="rattleback.html"' in seeing
+    animation = tmp_path / "site" / "seeing_it" / "rattleback.html"
+    assert 5 * 10**5 < animation.stat().st_size < 2 * 2**20
+    assert "rattleback, spun at +5 rad/s" in animation.read_text()
+    assert not (tmp_path / "site" / "hooks").exists()  # the hook is not published
     shutil.rmtree(tmp_path / "site")
 
 
@@ -76,7 +85,7 @@ def test_external_hosts_are_found():
 # listed here, so that a new one is a deliberate decision. A block that prints is followed by a
 # ```text block with what it prints (compared by `helpers.output_mismatches`: the same text, the
 # same numbers to 1 %, round-off as round-off).
-NOT_RUN = {"multi_device.md": 3}
+NOT_RUN = {"multi_device.md": 3, "seeing_it.md": 3}
 BLOCK = re.compile(
     r"(?:<!--\s*not-run:(?P<why>[^>]*)-->\s*\n)?^```python[^\n]*\n(?P<code>.*?)^```[ \t]*\n"
     r"(?:\s*^```text[^\n]*\n(?P<out>.*?)^```)?",

@@ -129,7 +129,7 @@ def test_summary_figure_and_animation(tmp_path):
     fig = plot.summary(sol, labels=["x", "y"], title="oscillator")
     assert len(fig.axes) == 3
     points = lambda q: jnp.array([[0.0, 0.0], [q[0], q[1]]])
-    anim = plot.animate(sol, points, trace=1)
+    anim = plot.animate_planar(sol, points, trace=1)
     anim._draw_next_frame(5, blit=False)
     seg = anim._fig.axes[0].get_lines()[0]
     np.testing.assert_allclose(seg.get_xdata(), [0.0, float(sol.states.q[5, 0])])
@@ -137,7 +137,7 @@ def test_summary_figure_and_animation(tmp_path):
     anim.save(path, writer="pillow", fps=10)
     assert path.read_bytes()[:6] == b"GIF89a"
     with pytest.raises(ValueError, match="single trajectory"):
-        plot.animate(oscillator(batch=2), points)
+        plot.animate_planar(oscillator(batch=2), points)
 
 
 def test_plots_a_real_simulation():

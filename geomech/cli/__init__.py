@@ -46,6 +46,11 @@ def _check(args) -> None:
         t0 = info["time_span"][0]
         if args.t1 is not None and not args.t1 > t0:
             raise UsageError(f"--t1 must be after the start time t0 = {t0:g}, got {args.t1:g}.")
+        if args.animate and args.out is None:
+            raise UsageError("--animate writes MODEL.html into --out: give --out DIR.")
+        if args.animate and not info.get("scene"):
+            drawn = ", ".join(n for n, i in _catalog.load().items() if i.get("scene"))
+            raise UsageError(f"model {args.model} has no 3-D scene to animate; these do: {drawn}.")
         args.out_dir = None
         if args.out is not None:
             from ._output import prepare

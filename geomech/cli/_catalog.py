@@ -101,6 +101,7 @@ def build() -> dict[str, dict]:
             "time_dependent": system.time_dependent,
             "work_space": system.work_space is not None,
             "held": _held(model, system, y0),
+            "scene": isinstance(model, gmm.AbstractSceneModel),
         }
     return catalog
 
@@ -132,7 +133,8 @@ def cmd_list(args) -> int:
             stored = ", ".join(info["point_parameters"])
             space = f"q on {info['configuration_space']} stored as ({stored}), v = ({coordinates})"
         print(f"    {space}; {kind}k = {info['k']} constraints{ws}; t in [{t0:g}, {t1:g}]")
-        print(f"    parameters: {params or '(none)'}")
+        scene = "; 3-D scene: --animate" if info.get("scene") else ""
+        print(f"    parameters: {params or '(none)'}{scene}")
         if info["k"]:
             held = info["held"]
             shown_q = (

@@ -1,6 +1,7 @@
-"""What `geomech run --out DIR` writes: data (.npz, long-format .csv), a summary and plots, every
-file named after the model (`MODEL.npz`, `MODEL.csv`, `MODEL_summary.json`, `MODEL_*.png`), so
-runs of different models can share a directory.
+"""What `geomech run --out DIR` writes: data (.npz, long-format .csv), a summary and plots, and
+with `--animate` the 3-D animation, every file named after the model (`MODEL.npz`, `MODEL.csv`,
+`MODEL_summary.json`, `MODEL_*.png`, `MODEL.html`), so runs of different models can share a
+directory.
 
 The directory is checked and claimed before anything is simulated (`prepare`): a lock per model,
 held by the process until its files are in place, refuses a second run of the same model into the
@@ -52,7 +53,13 @@ def abandon() -> None:
 
 def files(name: str) -> list[str]:
     """Every file a run of model `name` may write (the summary last)."""
-    return [f"{name}.npz", f"{name}.csv", *(f"{name}_{p}.png" for p in PLOTS), name + MANIFEST]
+    return [
+        f"{name}.npz",
+        f"{name}.csv",
+        *(f"{name}_{p}.png" for p in PLOTS),
+        f"{name}.html",
+        name + MANIFEST,
+    ]
 
 
 def _listed(manifest: pathlib.Path) -> list[str]:
@@ -360,9 +367,20 @@ def _machine() -> dict:
     }
 
 
-def write(claim: Claim, setup, sol, summary: dict, argv, *, results, energy_conserved: bool):
+def write(
+    claim: Claim,
+    setup,
+    sol,
+    summary: dict,
+    argv,
+    *,
+    results,
+    energy_conserved: bool,
+    animate: bool = False,
+):
     """Write the run into the claimed directory (checked by `prepare`); `results` names each
-    trajectory's `diffrax.RESULTS` code. Returns the lines to print."""
+    trajectory's `diffrax.RESULTS` code; with `animate` also `MODEL.html`, the model's scene
+    (`geomech.plot.animate`). Returns the lines to print."""
     import numpy as np
 
     from ..plot import point_array
@@ -396,6 +414,15 @@ def write(claim: Claim, setup, sol, summary: dict, argv, *, results, energy_cons
                 fig.savefig(tmp / f"{name}_{stem}.png", dpi=100)
                 plt.close(fig)
                 written.append(f"{name}_{stem}.png")
+        if animate:
+            from .. import plot
+
+            title = f"{name} ({setup.model.description})"
+            plot.animate(
+                sol, setup.model.scene(), tmp / f"{name}.html", title=title,
+                time_unit=setup.model.time_unit,
+            )  # fmt: skip
+            written.append(f"{name}.html")
         manifest = name + MANIFEST
         record = {
             **summary,

@@ -123,6 +123,12 @@ def parser() -> argparse.ArgumentParser:
         "--overwrite", action="store_true", help="replace an earlier run of MODEL in --out"
     )
     r.add_argument(
+        "--animate",
+        action="store_true",
+        help="also write MODEL.html into --out: the body moving in 3-D, one self-contained page "
+        "(rigid and rolling bodies, the rolling disk, the sleigh; see `geomech list`)",
+    )
+    r.add_argument(
         "--points", type=_number(int, 2, high=INT_MAX), default=201, help="saved time points (>= 2)"
     )
     r.add_argument("--rtol", type=_number(float, 0, strict=True), default=None, help="> 0")

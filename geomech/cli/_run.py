@@ -284,6 +284,7 @@ def cmd_run(args, argv) -> int:
             argv,
             results=result_names(sol),
             energy_conserved=conserved,
+            animate=args.animate,
         ):
             print(f"  {line}")
     return 0 if summary["successful"] == batch else EXIT_FAILED

@@ -6,6 +6,7 @@ constraint manifold at `model.t0`. `MODELS` maps registry names to the classes."
 from ._appell import AppellHamel as AppellHamel
 from ._base import AbstractModel as AbstractModel
 from ._base import AbstractRollingModel as AbstractRollingModel
+from ._base import AbstractSceneModel as AbstractSceneModel
 from ._base import AbstractSymmetricModel as AbstractSymmetricModel
 from ._pendulum import (
     CartesianPendulum as CartesianPendulum,

@@ -7,6 +7,7 @@ import equinox as eqx
 from jaxtyping import Array, Float
 
 from .._bundle import State
+from .._scene import Scene
 from .._symmetry import LieAlgebraAction
 from .._system import LagrangianSystem
 
@@ -91,3 +92,13 @@ class AbstractSymmetricModel(AbstractModel):
     @abc.abstractmethod
     def action(self) -> LieAlgebraAction:
         """The infinitesimal generators $\\xi_Q$ of the symmetry."""
+
+
+class AbstractSceneModel(AbstractModel):
+    """A model whose configuration places a body in space: `scene()` is what
+    `geomech.plot.animate` draws (the body's mesh, its pose for each $q$, the traced points;
+    docs/seeing_it.md) and what `geomech run MODEL --animate` writes."""
+
+    @abc.abstractmethod
+    def scene(self) -> Scene:
+        """The default `geomech.plot.Scene` of this model, with its parameters."""

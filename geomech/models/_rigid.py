@@ -19,9 +19,11 @@ from .._bundle import State
 from .._constraint import HolonomicConstraint, LinearConstraint
 from .._lie import SO3
 from .._manifold import Euclidean, Product
+from .._mesh import Mesh
 from .._rigid_body import RigidBody
+from .._scene import Scene
 from .._system import LagrangianSystem
-from ._base import AbstractModel
+from ._base import AbstractSceneModel
 
 E3 = (0.0, 0.0, 1.0)
 _OMEGA = ("omega1", "omega2", "omega3")
@@ -37,7 +39,7 @@ def _rotation(R0) -> jaxlie.SO3:
     return jaxlie.SO3(jnp.asarray([1.0, 0.0, 0.0, 0.0])) if R0 is None else R0
 
 
-class _AbstractRigidModel(AbstractModel):
+class _AbstractRigidModel(AbstractSceneModel):
     """A body on SO(3) with a fixed point (the body frame's origin): $L = T - U$ of
     `gm.RigidBody.lagrangian(gm.SO3())`, $q = R$, $v = \\omega$."""
 
@@ -77,6 +79,10 @@ class FreeRigidBody(_AbstractRigidModel):
     def system(self) -> LagrangianSystem:
         return LagrangianSystem(self.lagrangian, manifold=SO3())
 
+    def scene(self) -> Scene:
+        """The equimomental ellipsoid turning about its centre (`Scene.pivoted`)."""
+        return Scene.pivoted(self.body)
+
     def initial_state(self, omega0=(1.0, 0.3, 0.5), R0=None) -> State:
         """At the rotation `R0` (the identity by default) with body angular velocity `omega0`."""
         return State(_rotation(R0), jnp.asarray(omega0, float))
@@ -107,6 +113,15 @@ class _AbstractTop(_AbstractRigidModel):
     def gravity(self):
         return self.g * jnp.asarray((0.0, 0.0, -1.0))
 
+    def top(self) -> Mesh:
+        """A solid cone on its apex at the pivot whose centroid ($\\tfrac34$ of its height
+        $\\tfrac43\\ell$) is the centre of mass (the shape only: the inertia is the model's)."""
+        ell = float(self.ell)
+        return Mesh.cone(0.5 * ell, 4.0 * ell / 3.0)
+
+    def _floor(self) -> float:
+        return -1.5 * float(self.ell)  # below every point of the cone: a floor to see by
+
 
 class HeavyTop(_AbstractTop):
     """The heavy top on SO(3), its pivot at the body frame's origin:
@@ -125,6 +140,13 @@ class HeavyTop(_AbstractTop):
 
     def system(self) -> LagrangianSystem:
         return LagrangianSystem(self.lagrangian, manifold=SO3())
+
+    def scene(self) -> Scene:
+        """The cone `top()` on its pivot, the centre of its base traced, a floor below."""
+        ell = float(self.ell)
+        return Scene.pivoted(
+            self.body, mesh=self.top(), point=(0.0, 0.0, 4.0 * ell / 3.0), plane=self._floor()
+        )
 
     def initial_state(self, omega0=(0.3, 0.0, 6.0), R0=None) -> State:
         """At `R0` (upright by default) with body angular velocity `omega0` (spin about the axis)."""
@@ -162,6 +184,17 @@ class PivotedTop(_AbstractTop):
     def system(self) -> LagrangianSystem:
         return LagrangianSystem(
             self.lagrangian, constraint=HolonomicConstraint(self.pivot), manifold=self.manifold()
+        )
+
+    def scene(self) -> Scene:
+        """`HeavyTop`'s scene with the body frame at the centre of mass $x$."""
+        ell = float(self.ell)
+        return Scene.free(
+            self.body,
+            mesh=self.top().translated((0.0, 0.0, -ell)),
+            point=(0.0, 0.0, ell / 3.0),
+            plane=self._floor(),
+            pivot=(0.0, 0.0, 0.0),
         )
 
     def initial_state(self, omega0=(0.3, 0.0, 6.0), R0=None) -> State:
@@ -219,6 +252,11 @@ class Suslov(_AbstractRigidModel):
             self.lagrangian, constraint=LinearConstraint(self.axis), manifold=SO3()
         )
 
+    def scene(self) -> Scene:
+        """The equimomental ellipsoid turning about its centre (`Scene.pivoted`); $e_3$ is the
+        body axis about which it may not turn."""
+        return Scene.pivoted(self.body)
+
     def initial_state(self, omega0=(1.0, -0.5), R0=None) -> State:
         """At `R0` (the identity by default) with $\\omega = (\\omega_1, \\omega_2, 0)$."""
         w = jnp.asarray(omega0, float)
@@ -270,6 +308,11 @@ class Veselova(_AbstractRigidModel):
         return LagrangianSystem(
             self.lagrangian, constraint=LinearConstraint(self.vertical), manifold=SO3()
         )
+
+    def scene(self) -> Scene:
+        """The equimomental ellipsoid turning about its centre (`Scene.pivoted`) above a floor,
+        so that the spatial vertical (about which it may not turn) is seen."""
+        return Scene.pivoted(self.body, plane=-float(Mesh.equimomental(self.body).radius()))
 
     def initial_state(self, omega0=(1.0, -0.4, 0.6), R0=None) -> State:
         """At `R0` (a tilt by default) with `omega0` projected onto $\\gamma^\\perp$."""

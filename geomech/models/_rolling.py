@@ -4,13 +4,16 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
+import jaxlie
 
 from .._bundle import State
 from .._constraint import LinearConstraint
 from .._custom_types import RealScalarLike
+from .._mesh import Mesh
+from .._scene import Scene
 from .._symmetry import LieAlgebraAction
 from .._system import LagrangianSystem
-from ._base import AbstractModel, AbstractSymmetricModel
+from ._base import AbstractModel, AbstractSceneModel, AbstractSymmetricModel
 
 
 def _planar_euclidean_generators(q):
@@ -27,7 +30,7 @@ def _disk_generators(q):
     )
 
 
-class ChaplyginSleigh(AbstractSymmetricModel):
+class ChaplyginSleigh(AbstractSymmetricModel, AbstractSceneModel):
     """[Goicolea] Ex. 7.1/7.7: two particles of mass $m$ joined by a massless rod of length $l$, with a
     knife edge at $A$ (the Chaplygin sleigh), on a smooth horizontal plane.
 
@@ -71,6 +74,37 @@ class ChaplyginSleigh(AbstractSymmetricModel):
         """$SE(2)$ (translations of the plane, rotations about the origin), leaving $L$ invariant."""
         return LieAlgebraAction(_planar_euclidean_generators)
 
+    def knife_edge(self, q):
+        """$A = G - \\tfrac l2\\hat e_1$ on the plane, in space (z = 0)."""
+        th = q[2]
+        return jnp.stack(
+            [q[0] - 0.5 * self.l * jnp.cos(th), q[1] - 0.5 * self.l * jnp.sin(th), 0.0 * th]
+        )
+
+    def scene(self) -> Scene:
+        """The two particles (balls of radius $0.06\\,l$ resting on the plane) on their rod, the
+        blade under $A$; the knife edge's path and that of the other particle traced."""
+        l = float(self.l)
+        rho = 0.06 * l
+        mesh = Mesh.merge(
+            Mesh.box((0.5 * l, 0.012 * l, 0.012 * l)),
+            Mesh.sphere(rho, (-0.5 * l, 0.0, 0.0), rings=12, segments=24),
+            Mesh.sphere(rho, (0.5 * l, 0.0, 0.0), rings=12, segments=24),
+            Mesh.box((0.1 * l, 0.004 * l, 0.5 * rho), (-0.5 * l, 0.0, -0.5 * rho)),
+        )
+
+        def pose(q):
+            return jaxlie.SO3.from_z_radians(q[2]), jnp.stack([q[0], q[1], rho + 0.0 * q[2]])
+
+        return Scene(
+            mesh,
+            pose,
+            contact=self.knife_edge,
+            point=(0.5 * l, 0.0, -rho),
+            contact_label="path of the knife edge A",
+            point_label="path of the other particle",
+        )
+
     def initial_state(self, u0=0.5, omega0=1.0, theta0=0.3) -> State:
         """$G$ at the origin, rod at angle `theta0`, longitudinal speed `u0`, turning rate `omega0`."""
         th = jnp.asarray(theta0, float)
@@ -98,7 +132,7 @@ class ChaplyginSleigh(AbstractSymmetricModel):
         return u, omega, theta, self.m * u * omega
 
 
-class RollingDisk(AbstractSymmetricModel):
+class RollingDisk(AbstractSymmetricModel, AbstractSceneModel):
     """A disk (radius $R$, mass $m$) rolling without slipping on the horizontal plane $z = 0$.
 
     $q = (x, y, \\varphi, \\theta, \\psi)$: contact point $(x, y)$, yaw $\\varphi$ (the rolling direction is
@@ -150,6 +184,26 @@ class RollingDisk(AbstractSymmetricModel):
         z_hat = jnp.stack([0 * phi, 0 * phi, 1 + 0 * phi])
         a_hat = jnp.cos(th) * n_hat + jnp.sin(th) * z_hat
         return v[2] * z_hat + v[3] * t_hat + v[4] * a_hat, a_hat
+
+    def pose(self, q):
+        """The disk's attitude $R = R_z(\\varphi) R_x(\\theta) R_y(\\psi)$ (its axis the body
+        $e_2$, `RollingDiskSO3`'s frame) and its centre $(x, y, 0) + c(\\varphi, \\theta)$."""
+        R = (
+            jaxlie.SO3.from_z_radians(q[2])
+            @ jaxlie.SO3.from_x_radians(q[3])
+            @ jaxlie.SO3.from_y_radians(q[4])
+        )
+        return R, jnp.concatenate([q[:2], jnp.zeros(1, q.dtype)]) + self.center_offset(q[2:4])
+
+    def scene(self) -> Scene:
+        """The disk (axis $e_2$) on the plane, its contact point $(x, y)$ and a point of its rim
+        traced."""
+        R = float(self.R)
+
+        def contact(q):
+            return jnp.concatenate([q[:2], jnp.zeros(1, q.dtype)])
+
+        return Scene(Mesh.disk(R, axis=1), self.pose, contact=contact, point=(0.0, 0.0, R))
 
     def lagrangian(self, q, v):
         A, B = self.inertia()

@@ -16,8 +16,9 @@ from jaxtyping import Array, ArrayLike, Float
 from .._bundle import State
 from .._rigid_body import RigidBody
 from .._rolling_contact import Ellipsoid, RollingBody, Sphere, ThinDisk
+from .._scene import Scene
 from .._system import LagrangianSystem
-from ._base import AbstractRollingModel
+from ._base import AbstractRollingModel, AbstractSceneModel
 from ._rolling import RollingDisk
 
 Vector = ArrayLike | Sequence[float]
@@ -28,7 +29,7 @@ def _param(x):
     return x.astype(jnp.result_type(float, x))
 
 
-class _AbstractRollingBody(AbstractRollingModel):
+class _AbstractRollingBody(AbstractRollingModel, AbstractSceneModel):
     """A body rolling on $SO(3)\\times\\mathbb{R}^2$ with the velocity's tangent directions as its
     coordinates."""
 
@@ -47,6 +48,11 @@ class _AbstractRollingBody(AbstractRollingModel):
 
     def system(self) -> LagrangianSystem:
         return self.rolling_body().system()
+
+    def scene(self) -> Scene:
+        """The body's surface rolling on the plane, its contact point and its point along the
+        body's $e_1$ axis traced (`Scene.rolling`)."""
+        return Scene.rolling(self.rolling_body())
 
     def initial_state(
         self,
@@ -229,12 +235,8 @@ class RollingDiskSO3(_AbstractRollingBody):
         disk = self.euler_model()
 
         def point(q):
-            R = (
-                jaxlie.SO3.from_z_radians(q[2])
-                @ jaxlie.SO3.from_x_radians(q[3])
-                @ jaxlie.SO3.from_y_radians(q[4])
-            )
-            return R, q[:2] + disk.center_offset(q[2:4])[:2]
+            R, centre = disk.pose(q)
+            return R, centre[:2]
 
         (R, x), (_, xdot) = jax.jvp(point, (state.q,), (state.v,))
         omega, _ = disk.angular_velocity(state.q, state.v)
