@@ -105,6 +105,8 @@ class IPState(eqx.Module):
     stationarity: Array
     feasibility: Array
     complementarity: Array
+    cost_scale: Array
+    rows_scale: Array
 
 
 class Scaling(eqx.Module):
@@ -124,8 +126,8 @@ def kkt_matrix(T: Transcription, ev, d, sigma, delta_w, delta_c) -> BlockTridiag
     Jl = d[1:, :, None] * ev.J_lower
     eye_s = jnp.eye(s, dtype=sigma.dtype)
     eye_r = jnp.eye(r, dtype=sigma.dtype)
-    W = ev.W_diag + (sigma + delta_w * (1 - fixed) + fixed)[:, :, None] * eye_s
-    C = -(delta_c * live + (1 - live))[:, :, None] * eye_r
+    W = ev.W_diag + (sigma + delta_w * (1 - fixed) + fixed)[:, :, None] * eye_s[None]
+    C = -(delta_c * live + (1 - live))[:, :, None] * eye_r[None]
     diag = jnp.concatenate(
         [jnp.concatenate([W, jnp.swapaxes(Jd, 1, 2)], 2), jnp.concatenate([Jd, C], 2)], 1
     )
@@ -139,7 +141,7 @@ def kkt_matrix(T: Transcription, ev, d, sigma, delta_w, delta_c) -> BlockTridiag
 
 
 def kkt_hessian_times(T: Transcription, ev, sigma, delta_w, dx):
-    """$(W + \Sigma + \delta_w I)\,dx$ on the free unknowns."""
+    """$(W + \\Sigma + \\delta_w I)\\,dx$ on the free unknowns."""
     free = jnp.asarray(~T.fixed(), sigma.dtype)
     out = jnp.einsum("kij,kj->ki", ev.W_diag, dx)
     below = jnp.einsum("kij,kj->ki", ev.W_lower, dx[:-1])
@@ -155,11 +157,9 @@ def refined_solve(K: BlockTridiagonal, F: BlockFactorization, rhs):
     return x + F.solve(rhs - K.matvec(x))
 
 
-def initial_scaling(T: Transcription, q, w) -> Scaling:
+def scaling_of(T: Transcription, ev) -> Scaling:
     """$\\sigma_f = \\min(1, 100/|\\nabla f|_\\infty)$ and $d_i = \\min(1, 100/|\\nabla c_i|_\\infty)$
-    at the starting point ([WaechterBiegler2006] §3.8)."""
-    lay = T.layout
-    ev = T.derivatives(q, w, jnp.zeros((lay.stages, lay.r), w.dtype), jnp.asarray(1.0, w.dtype))
+    from the derivatives at the starting point ([WaechterBiegler2006] §3.8)."""
     gmax = jnp.max(jnp.abs(ev.grad_f))
     row = jnp.max(jnp.abs(ev.J_diag), axis=2)
     row = row.at[1:].max(jnp.max(jnp.abs(ev.J_lower), axis=2))
@@ -216,10 +216,8 @@ def solve_nlp(T: Transcription, solver: InteriorPoint, q_init, w_init) -> tuple[
     w_init = v0[:, lay.n :]
     if not T.problem.system.on_group:
         q_init = q_init.at[1:].set(jnp.where(free[:, : lay.n] > 0, v0[:, : lay.n], q_init[1:]))
-    scaling = initial_scaling(T, q_init, w_init)
-    d, sigma_f = scaling.rows, scaling.cost
 
-    def merit_parts(q, w):
+    def merit_parts(q, w, sigma_f, d):
         f, c = T.residuals(q, w)
         return sigma_f * f, d * c
 
@@ -227,7 +225,17 @@ def solve_nlp(T: Transcription, solver: InteriorPoint, q_init, w_init) -> tuple[
         return -mu * (jnp.sum(jnp.where(has_l, jnp.log(sl), 0.0)) + jnp.sum(jnp.where(has_u, jnp.log(su), 0.0)))
 
     def body(st: IPState) -> IPState:
-        ev = T.derivatives(st.q, st.w, st.y * d, sigma_f)
+        ev = T.derivatives(st.q, st.w, st.y * st.rows_scale, st.cost_scale)
+        # IPOPT's gradient-based scaling, from the first point (where y = 0, so that the Hessian
+        # is the cost's and scales with it)
+        first = scaling_of(T, ev)
+        at_start = st.steps == 0
+        sigma_f = jnp.where(at_start, first.cost, st.cost_scale)
+        d = jnp.where(at_start, first.rows, st.rows_scale)
+        ratio = jnp.where(at_start, first.cost, 1.0)
+        ev = eqx.tree_at(
+            lambda e: (e.W_diag, e.W_lower, e.grad_L), ev, (ev.W_diag * ratio, ev.W_lower * ratio, ev.grad_L * ratio)
+        )
         cs = d * ev.c
         sl, su = _slacks(T, st.q, st.w, lower, upper, has_l, has_u)
         stat, feas, comp = _errors(T, ev.grad_L, cs, st.zl, st.zu, st.y, sl, su, has_l, has_u, 0.0)
@@ -251,8 +259,7 @@ def solve_nlp(T: Transcription, solver: InteriorPoint, q_init, w_init) -> tuple[
 
         def step_with(delta_w):
             K = kkt_matrix(T, ev, d, Sigma, delta_w, jnp.zeros((), dtype))
-            F = factor(K)
-            step = refined_solve(K, F, rhs)
+            step = factor(K).solve(rhs)
             dx, dy = step[:, : lay.s] * free, step[:, lay.s :]
             curvature = jnp.sum(dx * (kkt_hessian_times(T, ev, Sigma, delta_w, dx)))
             nu = jnp.maximum(nu_floor, 1.1 * jnp.max(jnp.abs(st.y + dy)) + 1e-8)
@@ -262,21 +269,34 @@ def solve_nlp(T: Transcription, solver: InteriorPoint, q_init, w_init) -> tuple[
             good = (good | (size <= (tol * 1e-3) ** 2)) & jnp.all(jnp.isfinite(step))
             return dx, dy, nu, slope, good
 
+        # one trace of the step: a do-while loop, δ_w = 0 on its first pass
         def correct_cond(c):
-            return (~c[-1][-1]) & (c[1] < _MAX_CORRECTIONS)
+            _, tries, (_, _, _, _, good) = c
+            return (tries == 0) | ((~good) & (tries < _MAX_CORRECTIONS))
 
         def correct_body(c):
             delta_w, tries, _ = c
             delta_w = jnp.where(
-                delta_w == 0,
-                jnp.where(st.delta_last == 0, 1e-4, jnp.maximum(1e-20, st.delta_last / 3)),
-                jnp.where(st.delta_last == 0, 100.0, 8.0) * delta_w,
-            )
+                tries == 0,
+                0.0,
+                jnp.where(
+                    delta_w == 0,
+                    jnp.where(st.delta_last == 0, 1e-4, jnp.maximum(1e-20, st.delta_last / 3)),
+                    jnp.where(st.delta_last == 0, 100.0, 8.0) * delta_w,
+                ),
+            ).astype(dtype)
             return delta_w, tries + 1, step_with(delta_w)
 
         zero = jnp.zeros((), dtype)
+        blank = (
+            jnp.zeros((lay.stages, lay.s), dtype),
+            jnp.zeros((lay.stages, lay.r), dtype),
+            zero,
+            zero,
+            jnp.asarray(False),
+        )
         delta_w, _, (dx, dy, nu, slope, _) = jax.lax.while_loop(
-            correct_cond, correct_body, (zero, 0, step_with(zero))
+            correct_cond, correct_body, (zero, 0, blank)
         )
         dv = dx  # the bounded values move with z (ξ on coordinates, w)
         dzl = jnp.where(has_l, mu / sl - st.zl - st.zl / sl * dv, 0.0)
@@ -304,22 +324,30 @@ def solve_nlp(T: Transcription, solver: InteriorPoint, q_init, w_init) -> tuple[
 
         def trial(alpha):
             q1, w1 = T.advance(st.q, st.w, dx, alpha)
-            f1, c1 = merit_parts(q1, w1)
+            f1, c1 = merit_parts(q1, w1, sigma_f, d)
             sl1, su1 = _slacks(T, q1, w1, lower, upper, has_l, has_u)
             phi = f1 + barrier(sl1, su1, mu) + nu * jnp.sum(jnp.abs(c1))
             return jnp.where(jnp.isfinite(phi), phi, jnp.inf)
 
+        # Armijo's condition, with the round-off of φ itself forgiven (near the optimum the
+        # predicted decrease falls below it)
+        noise = 100 * jnp.finfo(dtype).eps * (jnp.abs(phi0) + jnp.abs(f0))
+
+        def acceptable(alpha, phi):
+            return phi <= phi0 + _ETA * alpha * slope + noise
+
+        # backtracking, one trace of the trial point: a do-while loop from α_max
         def ls_cond(c):
             alpha, phi, tries = c
-            return (phi > phi0 + _ETA * alpha * slope) & (tries < _MAX_BACKTRACKS)
+            return (tries == 0) | (~acceptable(alpha, phi) & (tries < _MAX_BACKTRACKS))
 
         def ls_body(c):
             alpha, _, tries = c
-            alpha = alpha / 2
+            alpha = jnp.where(tries == 0, alpha_max, alpha / 2)
             return alpha, trial(alpha), tries + 1
 
-        alpha, phi, tries = jax.lax.while_loop(ls_cond, ls_body, (alpha_max, trial(alpha_max), 0))
-        accepted = phi <= phi0 + _ETA * alpha * slope
+        alpha, phi, tries = jax.lax.while_loop(ls_cond, ls_body, (alpha_max, zero, 0))
+        accepted = acceptable(alpha, phi)
         q1, w1 = T.advance(st.q, st.w, dx, alpha)
         y1 = st.y + alpha * dy
         zl1 = st.zl + alpha_z * dzl
@@ -353,6 +381,8 @@ def solve_nlp(T: Transcription, solver: InteriorPoint, q_init, w_init) -> tuple[
             stationarity=stat,
             feasibility=feas,
             complementarity=comp,
+            cost_scale=sigma_f,
+            rows_scale=d,
         )
 
     zl0 = jnp.where(has_l, 1.0, 0.0).astype(dtype)
@@ -373,8 +403,10 @@ def solve_nlp(T: Transcription, solver: InteriorPoint, q_init, w_init) -> tuple[
         stationarity=inf,
         feasibility=inf,
         complementarity=inf,
+        cost_scale=jnp.ones((), dtype),
+        rows_scale=jnp.ones((lay.stages, lay.r), dtype),
     )
     final = jax.lax.while_loop(
         lambda st: (~st.done) & (st.steps < solver.max_steps), body, st0
     )
-    return final, scaling
+    return final, Scaling(final.cost_scale, final.rows_scale)

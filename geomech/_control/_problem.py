@@ -163,7 +163,7 @@ class OptimalControlProblem(eqx.Module):
                 "(batch problems with jax.vmap)."
             )
         n = self.dim()
-        state = State(self.q0, jnp.zeros(n, _dtype(self)))
+        state = State(self.q0, jnp.zeros(n, problem_dtype(self)))
         k = system.check_shapes(state, self.t0)
         # the discrete Lagrange-d'Alembert form exists for these systems only: the same checks as
         # gm.VariationalIntegrator's, raised before tracing
@@ -178,7 +178,7 @@ class OptimalControlProblem(eqx.Module):
             elif jnp.shape(self.qf) != (n,):
                 raise ValueError(f"qf must have shape ({n},), got {jnp.shape(self.qf)}.")
         m = self.num_controls
-        u = jnp.zeros(m, _dtype(self))
+        u = jnp.zeros(m, problem_dtype(self))
         try:
             out = jax.eval_shape(self._control_in_convention, self.t0, self.q0, state.v, u)
         except (TypeError, ValueError, IndexError) as e:
@@ -227,6 +227,6 @@ class OptimalControlProblem(eqx.Module):
         return self.running_cost(t, q, v, u)
 
 
-def _dtype(problem: OptimalControlProblem):
+def problem_dtype(problem: OptimalControlProblem):
     leaves = jax.tree_util.tree_leaves(problem.q0)
     return jnp.result_type(*leaves, float)

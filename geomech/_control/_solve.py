@@ -9,7 +9,7 @@ from jaxtyping import Array, Float, Int, PyTree
 from .._bundle import State
 from ._blocktri import factor
 from ._interior_point import ControlResult, InteriorPoint, IPState, kkt_matrix, refined_solve, solve_nlp
-from ._problem import OptimalControlProblem, _dtype
+from ._problem import OptimalControlProblem, problem_dtype
 from ._transcription import Layout, Transcription, oplus, ominus, take
 
 
@@ -58,11 +58,11 @@ class OptimalControlSolution(eqx.Module):
 
 def initial_guess(T: Transcription, guess_q, guess_u):
     """The starting point $(q, w)$: `guess_q` (stacked node points) or the interpolation
-    $q_0 \oplus s\,(q_f \ominus q_0)$ (constant $q_0$ without a final configuration);
+    $q_0 \\oplus s\\,(q_f \\ominus q_0)$ (constant $q_0$ without a final configuration);
     `guess_u` `(N-1, m)` or zero; multipliers zero; momenta those of the guessed motion; $h$
     from the horizon's guess."""
     p, lay = T.problem, T.layout
-    dtype = _dtype(p)
+    dtype = problem_dtype(p)
     if guess_q is None:
         s = jnp.linspace(0.0, 1.0, lay.N, dtype=dtype)
         target = p.q0 if p.qf is None else p.qf

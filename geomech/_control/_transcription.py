@@ -254,16 +254,23 @@ class Transcription(eqx.Module):
 
         def one(qa, qb, zp, zc, k, f, l, yk):
             fn = lambda zz: self.interval(qa, qb, zz[:s], zz[s:], k, f, l)
+
+            def first_order(zz):
+                # the gradient of σ f + y^T c in the unknowns that enter nonlinearly, the
+                # equations and the cost: one forward-mode pass over all unknowns then gives the
+                # Hessian rows, the Jacobian and the cost gradient together
+                def lagrangian(x):
+                    rows_, cost_ = fn(zz.at[nonlinear].set(x))
+                    return cost_scale * cost_ + yk @ rows_, (rows_, cost_)
+
+                g, (rows_, cost_) = jax.grad(lagrangian, has_aux=True)(zz[nonlinear])
+                return (g, rows_, cost_), (rows_, cost_)
+
             zz = jnp.concatenate([zp, zc])
-            (J, gf), (rows, cost) = jax.jacfwd(lambda z_: (fn(z_),) * 2, has_aux=True)(zz)
+            (dg, J, gf), (rows, cost) = jax.jacfwd(first_order, has_aux=True)(zz)
+            # the momenta enter linearly: the Hessian has rows and columns `nonlinear` only
+            H = jnp.zeros((2 * s, 2 * s), zz.dtype).at[nonlinear].set(dg).at[:, nonlinear].set(dg.T)
             gL = cost_scale * gf + J.T @ yk
-
-            def lagrangian(x):  # σ f + y^T c as a function of the nonlinear unknowns only
-                rows_, cost_ = fn(zz.at[nonlinear].set(x))
-                return cost_scale * cost_ + yk @ rows_
-
-            H_small = jax.hessian(lagrangian)(zz[nonlinear])
-            H = jnp.zeros((2 * s, 2 * s), zz.dtype).at[np.ix_(nonlinear, nonlinear)].set(H_small)
             return rows, cost, J[:, :s], J[:, s:], H, gL, gf
 
         rows, cost, J_p, J_c, H, gL, gf = jax.vmap(one)(
