@@ -281,22 +281,29 @@ def run_ipopt(nlp, x0, lbx, ubx, repeat):
 # -- replaying a plan through the continuous dynamics ---------------------------------------------
 
 
-def replay(system, control, q0, v0, switch_ts, u, t1, saveat_ts):
-    """`gm.simulate` (Tsit5, rtol = atol = 1e-10) with the controls `u[i]` on
-    `[switch_ts[i], switch_ts[i+1])`, stepping exactly at every switch."""
+def replay(lagrangian, rows, control, q0, v0, switch_ts, u, t1, saveat_ts):
+    """`gm.simulate` (Tsit5, rtol = atol = 1e-10) of the system `lagrangian`, `A(q) v = 0` with
+    the controls `u[i]` on `[switch_ts[i], switch_ts[i+1])`, stepping exactly at every switch."""
+
     def force(t, q, v):
         i = jnp.clip(jnp.searchsorted(switch_ts, t, side="right") - 1, 0, len(u) - 1)
         return control(q, v, u[i])
 
-    s = system
     driven = gm.LagrangianSystem(
-        lambda t, q, v: s.lagrangian(q, v), force=force, constraint=s.constraint,
-        manifold=s.manifold, time_dependent=True,
+        lambda t, q, v: lagrangian(q, v),
+        force=force,
+        constraint=gm.LinearConstraint(lambda t, q: rows(q)),
+        time_dependent=True,
     )
     ctrl = diffrax.PIDController(rtol=1e-10, atol=1e-10, jump_ts=switch_ts[1:-1])
     return gm.simulate(
-        driven, gm.State(q0, v0), 0.0, t1, stepsize_controller=ctrl,
-        saveat=diffrax.SaveAt(ts=saveat_ts), max_steps=200_000,
+        driven,
+        gm.State(q0, v0),
+        0.0,
+        t1,
+        stepsize_controller=ctrl,
+        saveat=diffrax.SaveAt(ts=saveat_ts),
+        max_steps=200_000,
     )
 
 
@@ -315,17 +322,20 @@ def plan_slip(car, nodes, samples=21):
 
 
 def compare_replay(car, nodes, switch_ts, u, target):
-    system = car_system(car)
     control = lambda q, v, u_: jnp.stack(car.force(q, u_, jnp))
+    rows = lambda q: jnp.array(car.rows(q, jnp))
     ts = np.linspace(0, 30.0, nodes.shape[0])
-    sol = replay(system, control, jnp.zeros(4), jnp.zeros(4), jnp.asarray(switch_ts), jnp.asarray(u), 30.0, jnp.asarray(ts))
+    z = jnp.zeros(4)
+    sol = replay(
+        car, rows, control, z, z, jnp.asarray(switch_ts), jnp.asarray(u), 30.0, jnp.asarray(ts)
+    )
     q = np.asarray(sol.states.q)
     return {
         "end_miss_m": float(np.linalg.norm(q[-1, :2] - np.asarray(target))),
         "end_heading_miss_rad": float(abs(q[-1, 2])),
         "max_plan_to_replay_m": float(np.max(np.linalg.norm(q[:, :2] - nodes[:, :2], axis=1))),
         "plan_slip_m_per_s": plan_slip(car, nodes),
-        "replay_max_phi": float(np.max(np.asarray(sol.phi))) if hasattr(sol, "phi") else None,
+        "replay_max_phi": float(np.max(np.asarray(sol.constraint_residual))),
     }
 
 
@@ -348,13 +358,21 @@ class BodySleigh(eqx.Module):
 
 def sleigh_problem(sleigh, N, pose=(2.0, 1.0, np.pi / 2)):
     system = gm.LagrangianSystem(
-        sleigh, constraint=gm.LinearConstraint(lambda g: jnp.array([[0.0, 1.0, 0.0]])),
+        sleigh,
+        constraint=gm.LinearConstraint(lambda g: jnp.array([[0.0, 1.0, 0.0]])),
         manifold=gm.SE2(),
     )
     z = jnp.zeros(3)
     return gm.OptimalControlProblem(
-        system, lambda g, v, u: jnp.array([u[0], 0.0, u[1]]), 2, jaxlie.SE2.identity(), 4.0, N,
-        v0=z, qf=jaxlie.SE2.from_xy_theta(*pose), vf=z,
+        system,
+        lambda g, v, u: jnp.array([u[0], 0.0, u[1]]),
+        2,
+        jaxlie.SE2.identity(),
+        4.0,
+        N,
+        v0=z,
+        qf=jaxlie.SE2.from_xy_theta(*pose),
+        vf=z,
     )
 
 
@@ -364,8 +382,12 @@ def _se2_right_jacobian(psi):
     small = ca.fabs(th) < 1e-4
     sa = ca.if_else(small, 1 - th**2 / 6, ca.sin(th) / th)
     ca_ = ca.if_else(small, th / 2 - th**3 / 24, (1 - ca.cos(th)) / th)
-    c1 = ca.if_else(small, -r2 / 2 + th * r1 / 6, (th * r1 - r2 + r2 * ca.cos(th) - r1 * ca.sin(th)) / th**2)
-    c2 = ca.if_else(small, r1 / 2 + th * r2 / 6, (r1 + th * r2 - r1 * ca.cos(th) - r2 * ca.sin(th)) / th**2)
+    c1 = ca.if_else(
+        small, -r2 / 2 + th * r1 / 6, (th * r1 - r2 + r2 * ca.cos(th) - r1 * ca.sin(th)) / th**2
+    )
+    c2 = ca.if_else(
+        small, r1 / 2 + th * r2 / 6, (r1 + th * r2 - r1 * ca.cos(th) - r2 * ca.sin(th)) / th**2
+    )
     return ca.vertcat(ca.horzcat(sa, ca_, c1), ca.horzcat(-ca_, sa, c2), ca.horzcat(0, 0, 1))
 
 
@@ -472,11 +494,17 @@ def main():
     xs, stats = run_ipopt(nlp, x0, lbx, ubx, repeat)
     out["park"]["casadi-dmoc"] = stats
     nodes_c, u_c = unpack(xs)
-    out["park"]["casadi-dmoc"]["max_node_difference_to_geomech"] = float(np.max(np.abs(nodes_c - np.asarray(sol.q))))
+    out["park"]["casadi-dmoc"]["max_node_difference_to_geomech"] = float(
+        np.max(np.abs(nodes_c - np.asarray(sol.q)))
+    )
     nlp, x0, lbx, ubx, unpack_be = casadi_backward_euler_car(car, N)
     xs_be, stats_be = run_ipopt(nlp, x0, lbx, ubx, repeat)
-    out["park"]["casadi-backward-euler"] = stats_be | {"opty_stored_objective_121_nodes": OPTY_STORED_OBJECTIVE}
-    out["park"]["objective_ratio_geomech_over_casadi_dmoc"] = out["park"]["geomech"]["objective"] / stats["objective"]
+    out["park"]["casadi-backward-euler"] = stats_be | {
+        "opty_stored_objective_121_nodes": OPTY_STORED_OBJECTIVE
+    }
+    out["park"]["objective_ratio_geomech_over_casadi_dmoc"] = (
+        out["park"]["geomech"]["objective"] / stats["objective"]
+    )
     out["park"]["speedup_geomech_over_casadi_dmoc"] = stats["solve_s"] / solve_s
     ts = np.asarray(sol.ts)
     out["park"]["replay"] = {
@@ -484,7 +512,9 @@ def main():
     }
     nodes_be, u_be = unpack_be(xs_be)
     # backward Euler: u_i acts on (t_{i-1}, t_i]
-    out["park"]["replay"]["casadi-backward-euler"] = compare_replay(car, nodes_be, ts, u_be[1:], (0.0, 2.0))
+    out["park"]["replay"]["casadi-backward-euler"] = compare_replay(
+        car, nodes_be, ts, u_be[1:], (0.0, 2.0)
+    )
 
     # 2. the sleigh on SE(2)
     Ns = 21 if args.quick else 41
@@ -495,15 +525,26 @@ def main():
     nlp, x0, lbx, ubx = casadi_dmoc_sleigh(sleigh, Ns)
     _, stats_s = run_ipopt(nlp, x0, lbx, ubx, repeat)
     out["sleigh"]["casadi-dmoc"] = stats_s
-    out["sleigh"]["objective_ratio_geomech_over_casadi_dmoc"] = out["sleigh"]["geomech"]["objective"] / stats_s["objective"]
+    out["sleigh"]["objective_ratio_geomech_over_casadi_dmoc"] = (
+        out["sleigh"]["geomech"]["objective"] / stats_s["objective"]
+    )
     out["sleigh"]["speedup_geomech_over_casadi_dmoc"] = stats_s["solve_s"] / solve_s
 
     # 3. a batch of 64 parking problems with different targets, one compiled call
     B = 8 if args.quick else 64
     key = jax.random.PRNGKey(0)
-    targets = jnp.stack([jax.random.uniform(key, (B,), minval=-0.5, maxval=0.5),
-                         jax.random.uniform(jax.random.split(key)[0], (B,), minval=1.5, maxval=2.5)], 1)
-    batch = eqx.filter_jit(jax.vmap(lambda t: gm.solve_optimal_control(park_problem(car, N, (t[0], t[1])), guess_q=guess)))
+    targets = jnp.stack(
+        [
+            jax.random.uniform(key, (B,), minval=-0.5, maxval=0.5),
+            jax.random.uniform(jax.random.split(key)[0], (B,), minval=1.5, maxval=2.5),
+        ],
+        1,
+    )
+    batch = eqx.filter_jit(
+        jax.vmap(
+            lambda t: gm.solve_optimal_control(park_problem(car, N, (t[0], t[1])), guess_q=guess)
+        )
+    )
     t0 = time.perf_counter()
     compiled = batch.lower(targets).compile()
     compile_b = time.perf_counter() - t0
@@ -512,8 +553,12 @@ def main():
     wall = time.perf_counter() - t0
     ok = np.asarray(sols.result._value == gm.ControlResult.successful._value)
     out["batch"] = {
-        "problems": B, "compile_s": compile_b, "solve_s": wall, "problems_per_s": B / wall,
-        "successful": int(ok.sum()), "max_iterations": int(jnp.max(sols.steps)),
+        "problems": B,
+        "compile_s": compile_b,
+        "solve_s": wall,
+        "problems_per_s": B / wall,
+        "successful": int(ok.sum()),
+        "max_iterations": int(jnp.max(sols.steps)),
         "max_discrete_constraint_residual": float(jnp.max(jnp.abs(sols.constraint_residuals))),
         "casadi_sequential_estimate_s": B * stats["solve_s"],
     }
@@ -528,7 +573,12 @@ def main():
     g = float(grad_j(m0))
     eps = 1e-3 * 1200.0
     fd = float((cost_j(m0 + eps) - cost_j(m0 - eps)) / (2 * eps))
-    out["sensitivity"] = {"dcost_dmass_implicit": g, "dcost_dmass_central_fd": fd, "relative_difference": abs(g - fd) / abs(fd), "fd_step_kg": eps}
+    out["sensitivity"] = {
+        "dcost_dmass_implicit": g,
+        "dcost_dmass_central_fd": fd,
+        "relative_difference": abs(g - fd) / abs(fd),
+        "fd_step_kg": eps,
+    }
     finish(out)
     if args.out:
         import json

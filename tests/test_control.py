@@ -109,7 +109,9 @@ def test_implicit_derivative_of_the_optimal_cost_equals_finite_differences():
 
 def test_vmap_over_problems_equals_solo_solves():
     targets = jnp.array([0.5, 1.0, 2.0])
-    batch = eqx.filter_jit(jax.vmap(lambda t: gm.solve_optimal_control(particle_problem(2.0, t))))(targets)
+    batch = eqx.filter_jit(jax.vmap(lambda t: gm.solve_optimal_control(particle_problem(2.0, t))))(
+        targets
+    )
     for i, t in enumerate(targets):
         solo = solve(particle_problem(2.0, t))
         np.testing.assert_allclose(batch.u[i], solo.u, rtol=1e-10, atol=1e-10)
@@ -133,7 +135,9 @@ def test_bad_configuration_raises_before_tracing():
     with pytest.raises(ValueError, match="num_nodes"):
         gm.OptimalControlProblem(p.system, p.control, 1, p.q0, 1.0, 2)
     with pytest.raises(ValueError, match="control must return"):
-        gm.solve_optimal_control(gm.OptimalControlProblem(p.system, lambda q, v, u: u, 2, p.q0, 1.0, 5))
+        gm.solve_optimal_control(
+            gm.OptimalControlProblem(p.system, lambda q, v, u: u, 2, p.q0, 1.0, 5)
+        )
     with pytest.raises(ValueError, match="guess_u"):
         gm.solve_optimal_control(p, guess_u=jnp.zeros((3, 1)))
     with pytest.raises(ValueError, match="vf is given"):
@@ -165,7 +169,15 @@ def knife_problem(inertia=0.5):
     push = lambda q, v, u: jnp.array([u[0] * jnp.cos(q[2]), u[0] * jnp.sin(q[2]), u[1]])
     z = jnp.zeros(3)
     return gm.OptimalControlProblem(
-        system, push, 2, z, jnp.asarray(4.0), N_KNIFE, v0=z, qf=jnp.array([1.0, 1.0, 0.0]), vf=z,
+        system,
+        push,
+        2,
+        z,
+        jnp.asarray(4.0),
+        N_KNIFE,
+        v0=z,
+        qf=jnp.array([1.0, 1.0, 0.0]),
+        vf=z,
         control_bounds=(-5.0 * jnp.ones(2), 5.0 * jnp.ones(2)),
     )
 
@@ -174,15 +186,26 @@ def replay(problem, sol):
     """The plan's controls played, piecewise constant, through `gm.simulate` with the variational
     integrator at the plan's step: the same discrete dynamics, solved forward step by step."""
     ts, u = sol.ts, sol.u
-    force = lambda t, q, v: problem.control(q, v, u[jnp.clip(jnp.searchsorted(ts, t, side="right") - 1, 0, len(u) - 1)])
+    force = lambda t, q, v: problem.control(
+        q, v, u[jnp.clip(jnp.searchsorted(ts, t, side="right") - 1, 0, len(u) - 1)]
+    )
     s = problem.system
+    rows = s.constraint.A_of_q  # a gm.LinearConstraint's A(q), read as A(t, q) below
     driven = gm.LagrangianSystem(
-        lambda t, q, v: s.lagrangian(q, v), force=force, constraint=s.constraint, manifold=s.manifold,
+        lambda t, q, v: s.lagrangian(q, v),
+        force=force,
+        constraint=gm.LinearConstraint(lambda t, q: rows(q)),
+        manifold=s.manifold,
         time_dependent=True,
     )
     return gm.simulate(
-        driven, gm.State(problem.q0, problem.v0), ts[0], ts[-1], integrator=gm.VariationalIntegrator(),
-        dt0=ts[1] - ts[0], saveat=diffrax.SaveAt(ts=ts),
+        driven,
+        gm.State(problem.q0, problem.v0),
+        ts[0],
+        ts[-1],
+        integrator=gm.VariationalIntegrator(),
+        dt0=ts[1] - ts[0],
+        saveat=diffrax.SaveAt(ts=ts),
     )
 
 
@@ -229,8 +252,15 @@ def test_group_problem_on_se2():
     g0 = jaxlie.SE2.identity()
     gf = jaxlie.SE2.from_xy_theta(1.0, 0.5, 0.6)
     problem = gm.OptimalControlProblem(
-        system, lambda g, v, u: jnp.array([u[0], 0.0, u[1]]), 2, g0, jnp.asarray(3.0), 13,
-        v0=jnp.zeros(3), qf=gf, vf=jnp.zeros(3),
+        system,
+        lambda g, v, u: jnp.array([u[0], 0.0, u[1]]),
+        2,
+        g0,
+        jnp.asarray(3.0),
+        13,
+        v0=jnp.zeros(3),
+        qf=gf,
+        vf=jnp.zeros(3),
     )
     sol = solve(problem)
     assert sol.result == gm.ControlResult.successful, sol.result
@@ -247,8 +277,17 @@ def test_free_horizon_minimum_time_equals_bang_bang():
     system = gm.LagrangianSystem(Particle(jnp.asarray(1.0)))
     z = jnp.zeros(1)
     problem = gm.OptimalControlProblem(
-        system, lambda q, v, u: u, 1, z, gm.FreeHorizon(1.0, 4.0, 3.0), N_DI, v0=z, qf=jnp.ones(1), vf=z,
-        running_cost=lambda t, q, v, u: jnp.ones(()), control_bounds=(-jnp.ones(1), jnp.ones(1)),
+        system,
+        lambda q, v, u: u,
+        1,
+        z,
+        gm.FreeHorizon(1.0, 4.0, 3.0),
+        N_DI,
+        v0=z,
+        qf=jnp.ones(1),
+        vf=z,
+        running_cost=lambda t, q, v, u: jnp.ones(()),
+        control_bounds=(-jnp.ones(1), jnp.ones(1)),
     )
     sol = solve(problem)
     assert sol.result == gm.ControlResult.successful, sol.result

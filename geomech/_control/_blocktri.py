@@ -99,7 +99,9 @@ def factor(K: BlockTridiagonal) -> BlockFactorization:
     # the stages in reverse order: block (i + 1, i) of the reversed matrix is lower[N - 2 - i]^T
     D = jnp.concatenate([K.diag[::-1], eye])
     reversed_lower = jnp.swapaxes(K.lower[::-1], 1, 2)
-    low = jnp.concatenate([reversed_lower, jnp.zeros((M - N + 1, b, b), K.diag.dtype)])  # last unused
+    low = jnp.concatenate(
+        [reversed_lower, jnp.zeros((M - N + 1, b, b), K.diag.dtype)]
+    )  # last unused
     levels = []
     for _ in range(L):
         lu, piv = _lu_factor(D[1::2])
@@ -116,7 +118,10 @@ def factor(K: BlockTridiagonal) -> BlockFactorization:
         gain_minus = jnp.concatenate([jnp.zeros_like(prev[:1]), prev[:-1]])
         right_prev = jnp.concatenate([jnp.zeros_like(right[:1]), right[:-1]])
         D_new = D[0::2] - _mm(jnp.swapaxes(left, 1, 2), inv_left)
-        D_new = D_new - _mm(jnp.swapaxes(right_prev, 1, 2), jnp.concatenate([jnp.zeros_like(inv_right[:1]), inv_right[:-1]]))
+        D_new = D_new - _mm(
+            jnp.swapaxes(right_prev, 1, 2),
+            jnp.concatenate([jnp.zeros_like(inv_right[:1]), inv_right[:-1]]),
+        )
         # L'_i (rows 2i + 2, columns 2i) = -L_{2i+1} D_{2i+1}^{-1} L_{2i}
         low_new = -_mm(right_T, inv_left)
         levels.append(_Level(lu, piv, left, right, gain_minus, gain_plus))

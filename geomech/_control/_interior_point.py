@@ -222,7 +222,10 @@ def solve_nlp(T: Transcription, solver: InteriorPoint, q_init, w_init) -> tuple[
         return sigma_f * f, d * c
 
     def barrier(sl, su, mu):
-        return -mu * (jnp.sum(jnp.where(has_l, jnp.log(sl), 0.0)) + jnp.sum(jnp.where(has_u, jnp.log(su), 0.0)))
+        return -mu * (
+            jnp.sum(jnp.where(has_l, jnp.log(sl), 0.0))
+            + jnp.sum(jnp.where(has_u, jnp.log(su), 0.0))
+        )
 
     def body(st: IPState) -> IPState:
         ev = T.derivatives(st.q, st.w, st.y * st.rows_scale, st.cost_scale)
@@ -234,14 +237,21 @@ def solve_nlp(T: Transcription, solver: InteriorPoint, q_init, w_init) -> tuple[
         d = jnp.where(at_start, first.rows, st.rows_scale)
         ratio = jnp.where(at_start, first.cost, 1.0)
         ev = eqx.tree_at(
-            lambda e: (e.W_diag, e.W_lower, e.grad_L), ev, (ev.W_diag * ratio, ev.W_lower * ratio, ev.grad_L * ratio)
+            lambda e: (e.W_diag, e.W_lower, e.grad_L),
+            ev,
+            (ev.W_diag * ratio, ev.W_lower * ratio, ev.grad_L * ratio),
         )
         cs = d * ev.c
         sl, su = _slacks(T, st.q, st.w, lower, upper, has_l, has_u)
         stat, feas, comp = _errors(T, ev.grad_L, cs, st.zl, st.zu, st.y, sl, su, has_l, has_u, 0.0)
         converged = (jnp.maximum(stat, comp) <= tol) & (feas <= ctol)
         # the barrier parameter: decrease once the barrier problem is solved to κ_ε μ
-        e_mu = jnp.maximum(jnp.maximum(*_errors(T, ev.grad_L, cs, st.zl, st.zu, st.y, sl, su, has_l, has_u, st.mu)[::2]), feas)
+        e_mu = jnp.maximum(
+            jnp.maximum(
+                *_errors(T, ev.grad_L, cs, st.zl, st.zu, st.y, sl, su, has_l, has_u, st.mu)[::2]
+            ),
+            feas,
+        )
         mu = jnp.where(
             e_mu <= _KAPPA_EPS * st.mu,
             jnp.maximum(tol / 10, jnp.minimum(_KAPPA_MU * st.mu, st.mu**_THETA_MU)),
@@ -303,7 +313,9 @@ def solve_nlp(T: Transcription, solver: InteriorPoint, q_init, w_init) -> tuple[
         dzu = jnp.where(has_u, mu / su - st.zu + st.zu / su * dv, 0.0)
         # fraction to the boundary
         tau = jnp.maximum(0.99, 1 - mu)
-        ratio = lambda s_, ds_: jnp.where(ds_ < 0, -tau * s_ / jnp.where(ds_ < 0, ds_, -1.0), jnp.inf)
+        ratio = lambda s_, ds_: jnp.where(
+            ds_ < 0, -tau * s_ / jnp.where(ds_ < 0, ds_, -1.0), jnp.inf
+        )
         alpha_max = jnp.minimum(
             1.0,
             jnp.minimum(
@@ -354,8 +366,12 @@ def solve_nlp(T: Transcription, solver: InteriorPoint, q_init, w_init) -> tuple[
         zu1 = st.zu + alpha_z * dzu
         # keep the bound multipliers near μ/s ((16))
         sl1, su1 = _slacks(T, q1, w1, lower, upper, has_l, has_u)
-        zl1 = jnp.where(has_l, jnp.clip(zl1, mu / (_KAPPA_SIGMA * sl1), _KAPPA_SIGMA * mu / sl1), 0.0)
-        zu1 = jnp.where(has_u, jnp.clip(zu1, mu / (_KAPPA_SIGMA * su1), _KAPPA_SIGMA * mu / su1), 0.0)
+        zl1 = jnp.where(
+            has_l, jnp.clip(zl1, mu / (_KAPPA_SIGMA * sl1), _KAPPA_SIGMA * mu / sl1), 0.0
+        )
+        zu1 = jnp.where(
+            has_u, jnp.clip(zu1, mu / (_KAPPA_SIGMA * su1), _KAPPA_SIGMA * mu / su1), 0.0
+        )
 
         stop = converged | ~accepted
         R = ControlResult
@@ -365,7 +381,9 @@ def solve_nlp(T: Transcription, solver: InteriorPoint, q_init, w_init) -> tuple[
             R.where(feas > ctol, R.infeasible, R.search_failed),
         )
         keep = lambda old, new: jax.tree_util.tree_map(lambda a, b: jnp.where(stop, a, b), old, new)
-        q_new, w_new, y_new, zl_new, zu_new = keep((st.q, st.w, st.y, st.zl, st.zu), (q1, w1, y1, zl1, zu1))
+        q_new, w_new, y_new, zl_new, zu_new = keep(
+            (st.q, st.w, st.y, st.zl, st.zu), (q1, w1, y1, zl1, zu1)
+        )
         return IPState(
             q=q_new,
             w=w_new,
@@ -406,7 +424,5 @@ def solve_nlp(T: Transcription, solver: InteriorPoint, q_init, w_init) -> tuple[
         cost_scale=jnp.ones((), dtype),
         rows_scale=jnp.ones((lay.stages, lay.r), dtype),
     )
-    final = jax.lax.while_loop(
-        lambda st: (~st.done) & (st.steps < solver.max_steps), body, st0
-    )
+    final = jax.lax.while_loop(lambda st: (~st.done) & (st.steps < solver.max_steps), body, st0)
     return final, Scaling(final.cost_scale, final.rows_scale)

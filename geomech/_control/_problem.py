@@ -133,7 +133,9 @@ class OptimalControlProblem(eqx.Module):
             if f is not None and not callable(f):
                 raise TypeError(f"{name} must be a callable, got {type(f).__name__}.")
         if self.qf is None and self.vf is not None:
-            raise ValueError("vf is given but qf is not: a final velocity needs a final configuration.")
+            raise ValueError(
+                "vf is given but qf is not: a final velocity needs a final configuration."
+            )
         h = self.horizon
         if not isinstance(h, FreeHorizon):
             value = _concrete(h)
@@ -193,14 +195,19 @@ class OptimalControlProblem(eqx.Module):
                 shape = jax.eval_shape(cost, *args).shape
                 if shape != ():
                     raise ValueError(f"{name} must return a scalar, got shape {shape}.")
-        for name, bounds, size in (("control_bounds", self.control_bounds, m), ("state_bounds", self.state_bounds, n)):
+        for name, bounds, size in (
+            ("control_bounds", self.control_bounds, m),
+            ("state_bounds", self.state_bounds, n),
+        ):
             if bounds is None:
                 continue
             if not (isinstance(bounds, tuple) and len(bounds) == 2):
                 raise TypeError(f"{name} must be a tuple (lower, upper).")
             for b in bounds:
                 if jnp.shape(b) != (size,):
-                    raise ValueError(f"{name} must be two arrays of shape ({size},), got {jnp.shape(b)}.")
+                    raise ValueError(
+                        f"{name} must be two arrays of shape ({size},), got {jnp.shape(b)}."
+                    )
             lo, hi = (np.asarray(b) if not isinstance(b, jax.core.Tracer) else None for b in bounds)
             if lo is not None and hi is not None and not np.all(lo < hi):
                 raise ValueError(f"{name}: every lower bound must be below its upper bound.")

@@ -8,9 +8,16 @@ from jaxtyping import Array, Float, Int, PyTree
 
 from .._bundle import State
 from ._blocktri import factor
-from ._interior_point import ControlResult, InteriorPoint, IPState, kkt_matrix, refined_solve, solve_nlp
+from ._interior_point import (
+    ControlResult,
+    InteriorPoint,
+    IPState,
+    kkt_matrix,
+    refined_solve,
+    solve_nlp,
+)
 from ._problem import OptimalControlProblem, problem_dtype
-from ._transcription import Layout, Transcription, oplus, ominus, take
+from ._transcription import Layout, Transcription, ominus, oplus, take
 
 
 class OptimalControlSolution(eqx.Module):
@@ -72,8 +79,12 @@ def initial_guess(T: Transcription, guess_q, guess_u):
     S = lay.stages
     u = jnp.zeros((S, lay.m), dtype) if guess_u is None else jnp.asarray(guess_u, dtype)
     h = (p.horizon.initial() if lay.nt else p.horizon) / S
-    dq = jax.vmap(lambda a, b: ominus(p, a, b))(take(guess_q, slice(0, -1)), take(guess_q, slice(1, None)))
-    momenta = jax.vmap(lambda q_, v_: p.system.momentum(State(q_, v_), p.t0))(take(guess_q, slice(1, None)), dq / h)
+    dq = jax.vmap(lambda a, b: ominus(p, a, b))(
+        take(guess_q, slice(0, -1)), take(guess_q, slice(1, None))
+    )
+    momenta = jax.vmap(lambda q_, v_: p.system.momentum(State(q_, v_), p.t0))(
+        take(guess_q, slice(1, None)), dq / h
+    )
     parts = [u, jnp.zeros((S, lay.k), dtype)]
     if lay.nt:
         parts.append(jnp.full((S, 1), h, dtype))
@@ -95,12 +106,16 @@ def _check_guess(T: Transcription, guess_q, guess_u):
     if guess_q is not None:
         leaves = jax.tree_util.tree_leaves(guess_q)
         if not leaves or any(jnp.ndim(x) == 0 or jnp.shape(x)[0] != lay.N for x in leaves):
-            raise ValueError(f"guess_q must hold the {lay.N} node configurations stacked on a leading axis.")
+            raise ValueError(
+                f"guess_q must hold the {lay.N} node configurations stacked on a leading axis."
+            )
         first = take(guess_q, 0)
         if T.problem.system.on_group:
             T.problem.system.manifold.check(first)
         elif jnp.shape(first) != (lay.n,):
-            raise ValueError(f"guess_q must have shape ({lay.N}, {lay.n}), got {jnp.shape(guess_q)}.")
+            raise ValueError(
+                f"guess_q must have shape ({lay.N}, {lay.n}), got {jnp.shape(guess_q)}."
+            )
 
 
 @eqx.filter_custom_jvp
@@ -174,7 +189,10 @@ def _solve_jvp(primals, tangents, *, layout, solver):
     zeros = lambda x: None if not eqx.is_inexact_array(x) else jnp.zeros_like(x)
     dstate = jax.tree_util.tree_map(zeros, state)
     dstate = eqx.tree_at(
-        lambda s: (s.q, s.w, s.y, s.zl, s.zu), dstate, (dq, dx[:, n:], dy, dzl, dzu), is_leaf=lambda x: x is None
+        lambda s: (s.q, s.w, s.y, s.zl, s.zu),
+        dstate,
+        (dq, dx[:, n:], dy, dzl, dzu),
+        is_leaf=lambda x: x is None,
     )
     return (state, d, sigma_f), (dstate, jnp.zeros_like(d), jnp.zeros_like(sigma_f))
 
@@ -213,7 +231,9 @@ def solve_optimal_control(
     **Returns:** a `gm.OptimalControlSolution`.
     """
     if not isinstance(problem, OptimalControlProblem):
-        raise TypeError(f"problem must be a gm.OptimalControlProblem, got {type(problem).__name__}.")
+        raise TypeError(
+            f"problem must be a gm.OptimalControlProblem, got {type(problem).__name__}."
+        )
     if not isinstance(solver, InteriorPoint):
         raise TypeError(f"solver must be a gm.InteriorPoint, got {type(solver).__name__}.")
     T = Transcription.of(problem)
@@ -252,9 +272,9 @@ def _solution(T: Transcription, state: IPState, d) -> OptimalControlSolution:
             return jnp.concatenate([residual, system.constraint_residual(state, t)])
 
         z = jnp.concatenate([guess, jnp.zeros(lay.k, guess.dtype)])
-        for _ in range(4):  # Newton: exact in one step for L quadratic in v and φ affine in v
-            z = z - jnp.linalg.solve(jax.jacfwd(F)(z), F(z))
-        return z[: lay.n]
+        # Newton (exact in one step for L quadratic in v and φ affine in v), one trace
+        newton = lambda _, z_: z_ - jnp.linalg.solve(jax.jacfwd(F)(z_), F(z_))
+        return jax.lax.fori_loop(0, 4, newton, z)[: lay.n]
 
     guesses = jnp.concatenate([dq[:1] / h, dq / hs[:, None]])
     v = jax.vmap(legendre_inverse)(q, momenta, guesses, ts)

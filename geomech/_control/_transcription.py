@@ -364,7 +364,9 @@ class Transcription(eqx.Module):
         """The point $(q_{k+1} \\oplus \\alpha\\,d\\xi_k, w + \\alpha\\,dw)$."""
         n = self.layout.n
         step = alpha * dz
-        rest = jax.vmap(lambda a, b: oplus(self.problem, a, b))(take(q, slice(1, None)), step[:, :n])
+        rest = jax.vmap(lambda a, b: oplus(self.problem, a, b))(
+            take(q, slice(1, None)), step[:, :n]
+        )
         q = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[:1], b]), q, rest)
         return q, w + step[:, n:]
 
@@ -381,7 +383,11 @@ class Transcription(eqx.Module):
             h = self.step(zc)
             dq = ominus(p, qa, qb)
             dms = DiscreteMechanicsSolver(p.controlled_system(u), "midpoint", None, 16)
-            dc = dms.discrete_constraint(p.t0 + k * h, qa, h, dq) if lay.k else jnp.zeros(0, dq.dtype)
+            dc = (
+                dms.discrete_constraint(p.t0 + k * h, qa, h, dq)
+                if lay.k
+                else jnp.zeros(0, dq.dtype)
+            )
             return h, dq, dc
 
         return jax.vmap(one)(take(q, slice(0, -1)), take(q, slice(1, None)), z, ks)
