@@ -37,6 +37,14 @@ class FreeHorizon(eqx.Module):
         return (self.lower + self.upper) / 2 if self.guess is None else self.guess
 
 
+def _concrete_array(x):
+    """`x` as a NumPy array, or `None` when it is traced."""
+    try:
+        return np.asarray(x)
+    except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
+        return None
+
+
 def _concrete(x):
     try:
         return float(x)
@@ -208,7 +216,7 @@ class OptimalControlProblem(eqx.Module):
                     raise ValueError(
                         f"{name} must be two arrays of shape ({size},), got {jnp.shape(b)}."
                     )
-            lo, hi = (np.asarray(b) if not isinstance(b, jax.core.Tracer) else None for b in bounds)
+            lo, hi = (_concrete_array(b) for b in bounds)
             if lo is not None and hi is not None and not np.all(lo < hi):
                 raise ValueError(f"{name}: every lower bound must be below its upper bound.")
         if self.state_bounds is not None and system.on_group:
