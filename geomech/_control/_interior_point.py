@@ -30,7 +30,6 @@ _KAPPA_SIGMA = 1e10  # safeguard on the bound multipliers ((16))
 _ETA = 1e-4  # Armijo constant
 _MAX_BACKTRACKS = 40
 _MAX_CORRECTIONS = 40
-_DEBUG = False
 _KAPPA_CURV = 1e-10  # curvature and descent margin of the inertia-free test
 
 
@@ -379,8 +378,6 @@ def solve_nlp(T: Transcription, solver: InteriorPoint, q_init, w_init) -> tuple[
         )
 
         stop = converged | ~accepted
-        if _DEBUG:
-            jax.debug.print("it {} stat {} feas {} comp {} mu {} alpha {} dw {} tries {}", st.steps, stat, feas, comp, mu, alpha, delta_w, tries)
         R = ControlResult
         result = R.where(
             converged,
