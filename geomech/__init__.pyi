@@ -52,6 +52,12 @@ from ._constraint import (
 from ._constraint import (
     Subspace as Subspace,
 )
+from ._control._interior_point import ControlResult as ControlResult
+from ._control._interior_point import InteriorPoint as InteriorPoint
+from ._control._problem import FreeHorizon as FreeHorizon
+from ._control._problem import OptimalControlProblem as OptimalControlProblem
+from ._control._solve import OptimalControlSolution as OptimalControlSolution
+from ._control._solve import solve_optimal_control as solve_optimal_control
 from ._dynamics import (
     acceleration as acceleration,
 )
