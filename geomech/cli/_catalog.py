@@ -46,11 +46,6 @@ def fixed_parameters(cls) -> list[str]:
     ]
 
 
-def show_value(value) -> str:
-    """A parameter's value as `--param` takes it (a list as comma-separated numbers)."""
-    return ",".join(str(x) for x in value) if isinstance(value, list) else str(value)
-
-
 def _held(model, system, y0) -> dict[str, list[str]]:
     """The names of what an ensemble keeps (`cli._setup.held`): the coordinates (on a Lie group
     the tangent directions of the chart, named as the velocity's components) and speeds."""
