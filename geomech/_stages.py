@@ -18,6 +18,7 @@ from . import _linalg as la
 from ._bundle import State
 from ._checks import At, checked
 from ._custom_types import RealScalarLike
+from ._geometry import AbstractChart
 from ._linalg import null_space
 from ._operators import (
     AbstractGram,
@@ -39,10 +40,16 @@ class Stages(eqx.Module):
 
     `M a_U = Q`; `F0` is the known-work covector ($0$ for ideal constraints); `phi` is
     $\\phi(t, q, v)$; `A a = b` are the constraints on accelerations; `C` annihilates $\\mathcal{W}$.
+
+    `system` and `state` are written in `chart`, the chart centred at the state's point
+    (`LagrangianSystem.localized`): the system and state themselves on coordinate manifolds, the
+    body frame at $\\psi = 0$ on a group; a solver reads more of the user's functions through
+    `chart.pull` (e.g. `Kane(basis=fn)`).
     """
 
     system: LagrangianSystem
     state: State
+    chart: AbstractChart
     t: Float[Array, ""]
     # M, the rows of A and of C and how A M⁻¹ Cᵀ is formed, each an operator whose type
     # (`_operators`, chosen by `assemble` from the structure found at trace time) decides the
@@ -56,6 +63,9 @@ class Stages(eqx.Module):
     C_rows: AbstractRows
     gram: AbstractGram
     ideal: bool = eqx.field(static=True)
+    # whether the user's functions take t first (the user's convention; `system`, written in the
+    # chart, always takes it)
+    time_dependent: bool = eqx.field(static=True)
     # whether the value conditions were checked (`assemble(checks=True)`); solvers with conditions
     # of their own check them likewise, or give NaN (reported per trajectory by `simulate`)
     checked: bool = eqx.field(static=True, default=True)
@@ -278,12 +288,24 @@ def assemble(system: LagrangianSystem, state: State, t: RealScalarLike = 0.0, *,
     """
     check_system(system)
     system.check_shapes(state, t)
-    system, state = system.localized(state)  # on a Lie group: the chart centred at q (docs/lie_groups.md)
-    return _assemble(system, state, jnp.asarray(t, state.q.dtype), checks)
+    return stages_at(system, state, t, checks=checks)
+
+
+def stages_at(system: LagrangianSystem, state: State, t, *, checks: bool) -> Stages:
+    """`assemble` without its checks of the arguments (for callers that made them before
+    tracing): the system written in the chart centred at the state's point
+    (docs/lie_groups.md), then the stages there."""
+    chart = system.manifold.chart(state.q)
+    local = State(chart.origin, state.v)
+    t = jnp.asarray(t, state.v.dtype)
+    return _assemble(chart.system(system), local, chart, t, system.time_dependent, checks)
 
 
 @eqx.filter_jit
-def _assemble(system: LagrangianSystem, state: State, t, checks: bool) -> Stages:
+def _assemble(
+    system: LagrangianSystem, state: State, chart: AbstractChart, t, time_dependent: bool,
+    checks: bool,
+) -> Stages:
     # a nested jit: every evaluation of the stages in one program (the integrator's stages, the
     # initial step, the precondition checks of `simulate`) reuses one trace
     q, v = state.q, state.v
@@ -305,8 +327,8 @@ def _assemble(system: LagrangianSystem, state: State, t, checks: bool) -> Stages
         A_rows, C_rows = rows_operator(A, A_pattern), columns_operator(C, C_pattern)
         gram = mass.gram(A_pattern, C_pattern)
     stages = Stages(
-        system=system, state=state, t=t, mass=mass, Q=Q, F0=F0, phi=phi, A_rows=A_rows, b=b,
-        C_rows=C_rows, gram=gram, ideal=ideal, checked=checks,
+        system=system, state=state, chart=chart, t=t, mass=mass, Q=Q, F0=F0, phi=phi, A_rows=A_rows, b=b,
+        C_rows=C_rows, gram=gram, ideal=ideal, time_dependent=time_dependent, checked=checks,
     )
     if not checks:
         return stages

@@ -12,8 +12,7 @@ from ._bundle import State, TangentVector, TwoForm
 from ._checks import check_time
 from ._constraint import AbstractConstraint, Subspace, TimeForm
 from ._custom_types import RealScalarLike
-from ._lie import Chart
-from ._manifold import AbstractManifold
+from ._geometry import AbstractChart, AbstractManifold, Euclidean
 
 
 def _depends_on_arguments(jaxpr, live_in=None) -> bool:
@@ -58,7 +57,9 @@ class LagrangianSystem(eqx.Module):
         `None` means $\\mathcal{W} = \\mathcal{D}$ (ideal constraints, Četaev).
     - `known_work`: $F^0$ `(q, v) -> (n,)`, a covector with $F^c(u) = F^0(u)$ for $u \\in \\mathcal{W}$
         (non-ideal constraints with known work, (5.41)–(5.44)).
-    - `manifold`: the configuration manifold; `Euclidean(n)` with `n` from the state by default.
+    - `manifold`: the configuration manifold (`gm.Euclidean(n)`, `gm.Circle()`, `gm.SO3()`,
+        `gm.SE3()`, `gm.SE2()`, `gm.Product(...)`); `None` is `gm.Euclidean()`, $\\mathbb{R}^n$
+        with $n$ from the state.
     - `time_dependent`: if `True`, every user function above takes `t` as its first argument.
     """
 
@@ -67,7 +68,7 @@ class LagrangianSystem(eqx.Module):
     constraint: AbstractConstraint | None
     work_space: Subspace | None
     known_work: Callable | None
-    manifold: AbstractManifold | None
+    manifold: AbstractManifold
     time_dependent: bool = eqx.field(static=True)
 
     def __init__(
@@ -92,7 +93,7 @@ class LagrangianSystem(eqx.Module):
         self.constraint = constraint
         self.work_space = work_space
         self.known_work = known_work
-        self.manifold = manifold
+        self.manifold = Euclidean() if manifold is None else manifold
         self.time_dependent = time_dependent
 
     def __check_init__(self):
@@ -114,7 +115,7 @@ class LagrangianSystem(eqx.Module):
             f = getattr(self, name)
             if f is not None and not callable(f):
                 raise TypeError(f"{name} must be a callable returning an (n,) covector.")
-        if self.manifold is not None and not isinstance(self.manifold, AbstractManifold):
+        if not isinstance(self.manifold, AbstractManifold):
             raise TypeError(
                 "manifold must be a gm.Euclidean(n), gm.Circle(), gm.SO3(), gm.SE3(), gm.SE2() or "
                 "gm.Product(...)."
@@ -152,52 +153,53 @@ class LagrangianSystem(eqx.Module):
             return jnp.zeros_like(v)
         return jnp.asarray(self.in_tqv_form(self.known_work)(t, q, v))
 
-    @property
-    def on_group(self) -> bool:
-        """Whether the configuration space has a Lie-group factor (points are not coordinates)."""
-        return self.manifold is not None and not self.manifold.coordinates
-
     def localized(self, state: State) -> tuple["LagrangianSystem", State]:
-        """This system in the chart centred at `state.q` and the state there, $(\\psi = 0, v)$
-        (docs/lie_groups.md): every function $f(q, v)$ becomes $f(q \\oplus \\psi,
-        \\mathrm{dexp}(\\psi, \\dot\\psi))$, covectors transformed alike. The system itself on
-        coordinate manifolds (ℝⁿ, S¹)."""
-        if not self.on_group:
-            return self, state
-        chart, td = Chart(self.manifold, state.q), self.time_dependent
-        local = lambda f, kind: None if f is None else chart(f, kind, td)
-        system = LagrangianSystem(
-            local(self.lagrangian, "qv"),
-            force=local(self.force, "covector"),
+        """This system in the chart centred at `state.q` and the state there (docs/lie_groups.md):
+        itself on coordinate manifolds (ℝⁿ, S¹), where the chart is the identity; on a group the
+        system in the body frame at $\\psi = 0$ (`in_chart`)."""
+        chart = self.manifold.chart(state.q)
+        return chart.system(self), State(chart.origin, state.v)
+
+    def in_chart(self, chart: AbstractChart) -> "LagrangianSystem":
+        """This system written in `chart` (`AbstractChart.system`): every user function read at
+        the chart's point, $\\ell(x, v) = L(\\mathrm{point}(x), v)$ and alike, on the chart's
+        `frame` (whose bracket gives the Hamel term of `coordinate_force`)."""
+        td = self.time_dependent
+        local = lambda f: None if f is None else chart.pull(f, td)
+        return LagrangianSystem(
+            local(self.lagrangian),
+            force=local(self.force),
             constraint=None if self.constraint is None else self.constraint.localized(chart),
             work_space=None if self.work_space is None else self.work_space.localized(chart),
-            known_work=local(self.known_work, "covector"),
+            known_work=local(self.known_work),
+            manifold=chart.frame,
             time_dependent=True,
         )
-        return system, State(jnp.zeros_like(state.v), state.v)
 
     def dim(self, state: State) -> int:
-        return self.manifold.dim if self.manifold is not None else state.q.shape[-1]
+        return state.v.shape[-1]
 
     def check_shapes(self, state: State, t: RealScalarLike = 0.0) -> int:
-        """Check the shapes of $L$, $F^e$, $\\phi$, $\\mathcal{W}$, $F^0$ against `state`; return $k$.
+        """Check the point against the manifold and the shapes of $L$, $F^e$, $\\phi$,
+        $\\mathcal{W}$, $F^0$ against `state` (in the chart centred at its point); return $k$.
 
         Raises `ValueError` (before any tracing) with a message naming the mismatch.
         """
         if not isinstance(state, State):
             raise TypeError(f"expected a gm.State(q, v), got {type(state).__name__}.")
         check_time(t, "t")
-        if self.on_group:  # the shapes of the functions in the chart centred at q
-            self.manifold.check(state.q)
-            return LagrangianSystem.check_shapes(*self.localized(state), t)
-        if state.q.ndim != 1:
+        self.manifold.check(state.q)
+        if state.v.shape != (self.manifold.dim or state.v.shape[0],):
             raise ValueError(
-                f"got a state with q of shape {state.q.shape}; these functions take one point of TQ "
-                "with q of shape (n,): batch with jax.vmap (simulate accepts a leading batch axis)."
+                f"v has shape {state.v.shape} but the manifold {self.manifold} has dimension "
+                f"{self.manifold.dim}: pass v of shape ({self.manifold.dim},)."
             )
+        local, at = self.localized(state)
+        return local._function_shapes(at, t)
+
+    def _function_shapes(self, state: State, t) -> int:
+        """The shape checks of `check_shapes` in the chart (coordinates `state.q`)."""
         n = state.q.shape[0]
-        if self.manifold is not None:
-            self.manifold.check(state.q)
         sq = jax.ShapeDtypeStruct((n,), state.q.dtype)
         st = jax.ShapeDtypeStruct((), state.q.dtype)
 
@@ -269,20 +271,17 @@ class LagrangianSystem(eqx.Module):
         )
 
     def check_state(self, state: State, t: RealScalarLike = 0.0) -> bool:
-        """`check_shapes` for one state `(n,)` or a batch `(B, n)`; returns whether it is batched."""
+        """`check_shapes` for one state or a batch with one leading axis `B`; returns whether it
+        is batched."""
         if not isinstance(state, State):
             raise TypeError(f"expected a gm.State(q, v), got {type(state).__name__}.")
-        if self.on_group and state.v.ndim in (1, 2):
-            batched = state.v.ndim == 2
-            self.check_shapes(jax.tree_util.tree_map(lambda x: x[0], state) if batched else state, t)
-            return batched
-        if state.q.ndim not in (1, 2):
+        if state.v.ndim not in (1, 2):
             raise ValueError(
-                f"the state has q of shape {state.q.shape}: give one state with q of shape (n,) or "
-                "a batch with a single leading axis, (B, n)."
+                f"the state has v of shape {state.v.shape}: give one state (v of shape (n,)) or "
+                "a batch with a single leading axis (v of shape (B, n), q alike)."
             )
-        batched = state.q.ndim == 2
-        if batched and state.q.shape[0] == 0:
+        batched = state.v.ndim == 2
+        if batched and state.v.shape[0] == 0:
             raise ValueError("the state is an empty batch (B = 0).")
         self.check_shapes(jax.tree_util.tree_map(lambda x: x[0], state) if batched else state, t)
         return batched
@@ -320,7 +319,8 @@ class LagrangianSystem(eqx.Module):
     def generalized_force(self, state: State, t: RealScalarLike = 0.0) -> Float[Array, " n"]:
         """$Q$ with $M a_U = Q$: $\\partial L/\\partial q - (\\partial^2 L/\\partial v \\partial q) v
         - \\partial_t \\partial L/\\partial v + F^e$ (the coordinate form (2.10) of (2.9))."""
-        return coordinate_force(self, jnp.asarray(t, state.q.dtype), state.q, state.v)
+        local, at = self.localized(state)  # on a group: Hamel's form in the body frame
+        return coordinate_force(local, jnp.asarray(t, at.v.dtype), at.q, at.v)
 
     def energy_differential(self, state: State, t: RealScalarLike = 0.0) -> Float[Array, " two_n"]:
         """$dE_L$ as a 1-form on $TQ$ ($2n$ components)."""
@@ -345,19 +345,17 @@ class LagrangianSystem(eqx.Module):
 
     def constraint_residual(self, state: State, t: RealScalarLike = 0.0) -> Float[Array, " k"]:
         """$\\phi(t, q, v)$ (empty if unconstrained)."""
-        if self.on_group:
-            return LagrangianSystem.constraint_residual(*self.localized(state), t)
         if self.constraint is None:
-            return jnp.zeros((0,), state.q.dtype)
-        return self.constraint.residual(t, state.q, state.v)
+            return jnp.zeros((0,), state.v.dtype)
+        local, at = self.localized(state)
+        return local.constraint.residual(t, at.q, at.v)
 
     def position_residual(self, state: State, t: RealScalarLike = 0.0) -> Float[Array, " m"]:
         """$h(t, q)$ of the holonomic constraints (empty if there are none)."""
-        if self.on_group:
-            return LagrangianSystem.position_residual(*self.localized(state), t)
         if self.constraint is None:
-            return jnp.zeros((0,), state.q.dtype)
-        return self.constraint.position_residual(t, state.q)
+            return jnp.zeros((0,), state.v.dtype)
+        local, at = self.localized(state)
+        return local.constraint.position_residual(t, at.q)
 
 
 # -- the coordinate form (2.10): the one derivation of M and Q, shared with `assemble` ------------
@@ -372,11 +370,15 @@ def mass_times(system: LagrangianSystem, t, q, v, seeds: Float[Array, "s n"]) ->
 
 
 def coordinate_force(system: LagrangianSystem, t, q, v) -> Float[Array, " n"]:
-    """$Q = \\partial L/\\partial q - \\frac{d}{dt}\\big|_v \\partial L/\\partial v + F^e$ with
-    $M a_U = Q$ (the coordinate form (2.10) of (2.9))."""
+    """$Q = \\partial L/\\partial q - \\frac{d}{dt}\\big|_v \\partial L/\\partial v +
+    \\mathrm{ad}_v^*\\,\\partial L/\\partial v + F^e$ with $M a_U = Q$: the coordinate form (2.10)
+    of (2.9), plus Hamel's term of the velocity frame, zero for coordinate velocities and
+    $\\mathrm{ad}_v^\\top p$ for the body velocities of a system written in the chart centred
+    at a point of a group ([Bloch2003, §5.2], `_geometry._centred`)."""
     dL = jax.grad(system.L, argnums=(1, 2))
     # d/dt|_v ∂L/∂v along (t, q) -> (t + s, q + s v): the mixed and ∂_t terms of (2.10) at once, a
     # JVP in (t, q) at fixed v, so that a second v-derivative that is not finite (L not twice
     # differentiable in v) shows in M only, not in Q
-    (Lq, _), (_, mixed) = jax.jvp(lambda t_, q_: dL(t_, q_, v), (t, q), (jnp.ones_like(t), v))
-    return Lq - mixed + system.external_force(t, q, v)
+    (Lq, p), (_, mixed) = jax.jvp(lambda t_, q_: dL(t_, q_, v), (t, q), (jnp.ones_like(t), v))
+    hamel = jax.linear_transpose(lambda w: system.manifold.bracket(v, w), v)(p)[0]  # ad_vᵀ p
+    return Lq - mixed + hamel + system.external_force(t, q, v)

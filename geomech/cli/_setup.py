@@ -61,7 +61,8 @@ class Setup:
 
     @property
     def on_group(self) -> bool:
-        return self.model.point_parameters is not None
+        """Whether $v$ is a body velocity rather than the rates $\\dot q$ of coordinates."""
+        return not isinstance(self.system.manifold, gm.AbstractCoordinateManifold)
 
     @property
     def labels(self) -> list[str]:
@@ -128,10 +129,8 @@ def ensemble(setup: Setup, batch: int, seed: int, scale: float = 0.02) -> gm.Sta
         return setup.y0
     kq, kv = jax.random.split(jax.random.PRNGKey(seed))
     noise = lambda key: scale * jax.random.normal(key, (batch, setup.n), setup.dtype).at[0].set(0.0)
-    if setup.on_group:  # q ⊕ δ: a step along the tangent directions of the chart centred at q
-        q = jax.vmap(setup.system.manifold.oplus, in_axes=(None, 0))(setup.y0.q, noise(kq))
-    else:
-        q = setup.y0.q[None] + noise(kq)
+    # q ⊕ δ: a step along the tangent directions of the chart centred at q (q + δ on coordinates)
+    q = jax.vmap(setup.system.manifold.oplus, in_axes=(None, 0))(setup.y0.q, noise(kq))
     y = gm.State(q, setup.y0.v[None] + noise(kv))
     return _project(setup.system, y, jnp.asarray(setup.t0, setup.dtype)) if setup.k else y
 

@@ -17,9 +17,8 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._bundle import State
 from .._constraint import HolonomicConstraint, LinearConstraint
-from .._lie import SO3
-from .._manifold import Euclidean, Product
-from .._rigid_body import RigidBody
+from .._geometry import SO3, Euclidean, Product
+from ..bodies import RigidBody
 from .._system import LagrangianSystem
 from ._base import AbstractModel
 
