@@ -182,7 +182,8 @@ class Constraint(_AbstractUserConstraint):
         return False
 
     def localized(self, chart: AbstractChart) -> AbstractConstraint:
-        return Constraint(chart.pull(self.phi, self.time_dependent), time_dependent=True)
+        td = self.time_dependent
+        return Constraint(chart.pull(self.phi, td), time_dependent=td)
 
     def discrete_residual(
         self, t0: RealScalarLike, q0: Vector, dt: RealScalarLike, dq: Vector
@@ -315,7 +316,7 @@ class LinearConstraint(_AbstractUserConstraint):
         # A(q ⊕ ψ) acting on the velocity itself (ψ̇ = v at ψ = 0, docs/lie_groups.md)
         td = self.time_dependent
         c = None if self.c_of_q is None else chart.pull(self.c_of_q, td)
-        return LinearConstraint(chart.pull(self.A_of_q, td), c, time_dependent=True)
+        return LinearConstraint(chart.pull(self.A_of_q, td), c, time_dependent=td)
 
     def discrete_residual(
         self, t0: RealScalarLike, q0: Vector, dt: RealScalarLike, dq: Vector
@@ -417,7 +418,7 @@ class Subspace(_AbstractTimeBound):
         """This subspace written in `chart` (`AbstractChart.system`): functions read at the
         chart's point (vectors and covectors of the same velocities); constants as they are."""
         local = lambda x: chart.pull(x, self.time_dependent) if callable(x) else x
-        return Subspace(local(self.basis), local(self.annihilator), True)
+        return Subspace(local(self.basis), local(self.annihilator), self.time_dependent)
 
     def _eval(self, x, t, q, v, one_vector_as_column):
         out = call(x, t, q, v, time_dependent=self.time_dependent) if callable(x) else x

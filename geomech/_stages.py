@@ -63,9 +63,6 @@ class Stages(eqx.Module):
     C_rows: AbstractRows
     gram: AbstractGram
     ideal: bool = eqx.field(static=True)
-    # whether the user's functions take t first (the user's convention; `system`, written in the
-    # chart, always takes it)
-    time_dependent: bool = eqx.field(static=True)
     # whether the value conditions were checked (`assemble(checks=True)`); solvers with conditions
     # of their own check them likewise, or give NaN (reported per trajectory by `simulate`)
     checked: bool = eqx.field(static=True, default=True)
@@ -228,7 +225,8 @@ def _seeds(colors: tuple[int, ...], dtype) -> Array:
 def _lagrangian_derivatives(system: LagrangianSystem, t, q, v, colors: tuple[int, ...]):
     """$Q$ (2.10) and $M$ times the seeds of the colouring `colors` of the columns of $M$ (the
     identity when every column has its own)."""
-    return coordinate_force(system, t, q, v), mass_times(system, t, q, v, _seeds(colors, v.dtype))
+    form = system.form  # the Lagrangian's structure, chosen by its type (`_system.form_of`)
+    return form.force(system, t, q, v), form.mass_times(system, t, q, v, _seeds(colors, v.dtype))
 
 
 def _mass_and_force(system: LagrangianSystem, t, q, v):
@@ -298,13 +296,12 @@ def stages_at(system: LagrangianSystem, state: State, t, *, checks: bool) -> Sta
     chart = system.manifold.chart(state.q)
     local = State(chart.origin, state.v)
     t = jnp.asarray(t, state.v.dtype)
-    return _assemble(chart.system(system), local, chart, t, system.time_dependent, checks)
+    return _assemble(chart.system(system), local, chart, t, checks)
 
 
 @eqx.filter_jit
 def _assemble(
-    system: LagrangianSystem, state: State, chart: AbstractChart, t, time_dependent: bool,
-    checks: bool,
+    system: LagrangianSystem, state: State, chart: AbstractChart, t, checks: bool
 ) -> Stages:
     # a nested jit: every evaluation of the stages in one program (the integrator's stages, the
     # initial step, the precondition checks of `simulate`) reuses one trace
@@ -328,7 +325,7 @@ def _assemble(
         gram = mass.gram(A_pattern, C_pattern)
     stages = Stages(
         system=system, state=state, chart=chart, t=t, mass=mass, Q=Q, F0=F0, phi=phi, A_rows=A_rows, b=b,
-        C_rows=C_rows, gram=gram, ideal=ideal, time_dependent=time_dependent, checked=checks,
+        C_rows=C_rows, gram=gram, ideal=ideal, checked=checks,
     )
     if not checks:
         return stages

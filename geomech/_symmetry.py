@@ -77,7 +77,7 @@ class LieAlgebraAction(eqx.Module):
         """This action in `chart`, the chart a system's stages are written in
         (`Stages.chart`): generators of the chart coordinates, $\\xi_Q(\\mathrm{point}(x))$,
         whose columns keep the velocity convention (body velocities on a group)."""
-        return LieAlgebraAction(chart.at_point(self.generators))
+        return LieAlgebraAction(chart.pull(self.generators))
 
     def lifted(
         self, q, v, manifold: AbstractManifold

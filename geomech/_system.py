@@ -2,6 +2,8 @@
 
 from collections.abc import Callable
 
+import abc
+
 import equinox as eqx
 import jax
 import jax.extend
@@ -34,6 +36,128 @@ def _live_outputs(jaxpr, live_in=None) -> list[bool]:
             outs = [any(map(is_live, eqn.invars))] * len(eqn.outvars)
         live.update(v for v, on in zip(eqn.outvars, outs, strict=True) if on)
     return [is_live(x) for x in jaxpr.outvars]
+
+
+class AbstractBodiesLagrangian(eqx.Module):
+    """A Lagrangian of rigid bodies, $L = \\sum_b \\tfrac12 m_b|u_b|^2 + \\tfrac12\\,\\omega_b^\\top
+    I_b\\,\\omega_b - U(q)$, with $u_b$ the spatial velocity of body $b$'s centre of mass and
+    $\\omega_b$ its angular velocity in its own axes, both linear in $v$ (`velocities`). Its
+    equations of motion are Kane's [KaneLevinson1985] — the Newton–Euler equations projected on
+    the partial velocities $\\partial u_b/\\partial v$, $\\partial\\omega_b/\\partial v$ — so $M$
+    and $Q$ take first derivatives only (`BodiesForm`), in any velocity frame (body velocities
+    on a group included). `gm.RigidBody.lagrangian(...)` and `gm.RollingBody` give such
+    Lagrangians; any other callable $L$ is differentiated as it is (`AutodiffForm`)."""
+
+    @abc.abstractmethod
+    def masses(self) -> Float[Array, " b"]:
+        """$m_b$."""
+
+    @abc.abstractmethod
+    def inertias(self) -> Float[Array, "b 3 3"]:
+        """$I_b$ about each centre of mass, in the body's axes."""
+
+    @abc.abstractmethod
+    def velocities(self, q, v) -> tuple[Float[Array, "b 3"], Float[Array, "b 3"]]:
+        """$(u_b, \\omega_b)$ at $(q, v)$, linear in $v$."""
+
+    @abc.abstractmethod
+    def potential(self, q) -> Float[Array, ""]:
+        """$U(q)$."""
+
+    def __call__(self, q, v) -> Float[Array, ""]:
+        u, w = self.velocities(q, v)
+        T = 0.5 * jnp.sum(self.masses() * jnp.sum(u * u, axis=-1))
+        T = T + 0.5 * jnp.einsum("bi,bij,bj->", w, self.inertias(), w)
+        return T - self.potential(q)
+
+
+class _BodiesInChart(AbstractBodiesLagrangian):
+    """A bodies Lagrangian written in a chart (`BodiesForm.pull`)."""
+
+    lagrangian: AbstractBodiesLagrangian
+    chart: AbstractChart
+
+    def masses(self):
+        return self.lagrangian.masses()
+
+    def inertias(self):
+        return self.lagrangian.inertias()
+
+    def velocities(self, q, v):
+        return self.lagrangian.velocities(self.chart.point(q), v)
+
+    def potential(self, q):
+        return self.lagrangian.potential(self.chart.point(q))
+
+
+class AbstractForm(eqx.Module):
+    """How $M$ and $Q$ of a Lagrangian are found: chosen once, by the Lagrangian's type, when
+    the system is built (`LagrangianSystem.form`)."""
+
+    @abc.abstractmethod
+    def pull(self, lagrangian, chart: AbstractChart, time_dependent: bool):
+        """`lagrangian` written in `chart` (`LagrangianSystem.in_chart`)."""
+
+    @abc.abstractmethod
+    def force(self, system: "LagrangianSystem", t, q, v) -> Float[Array, " n"]:
+        """$Q$ with $M a_U = Q$, $F^e$ included."""
+
+    @abc.abstractmethod
+    def mass_times(self, system: "LagrangianSystem", t, q, v, seeds: Float[Array, "s n"]):
+        """$M e$ for each row $e$ of `seeds`, `(s, n)`."""
+
+
+class AutodiffForm(AbstractForm):
+    """Any $L$: $M = \\partial^2 L/\\partial v^2$ by JVPs of $\\partial L/\\partial v$ and $Q$ by
+    the coordinate form (2.10) with Hamel's term of the velocity frame (`coordinate_force`)."""
+
+    def pull(self, lagrangian, chart, time_dependent):
+        return chart.pull(lagrangian, time_dependent)
+
+    def force(self, system, t, q, v):
+        return coordinate_force(system, t, q, v)
+
+    def mass_times(self, system, t, q, v, seeds):
+        return mass_times(system, t, q, v, seeds)
+
+
+class BodiesForm(AbstractForm):
+    """An `AbstractBodiesLagrangian`: Kane's equations [KaneLevinson1985],
+    $M = \\sum_b m_b B_b^\\top B_b + W_b^\\top I_b W_b$ and
+    $Q = -\\sum_b m_b B_b^\\top \\dot B_b v + W_b^\\top(I_b \\dot W_b v + \\omega_b \\times I_b\\omega_b)
+    - \\partial U/\\partial q + F^e$ with $u_b = B_b v$, $\\omega_b = W_b v$ and $\\dot B_b v$,
+    $\\dot W_b v$ their rates along the motion at fixed $v$ (one JVP)."""
+
+    def pull(self, lagrangian, chart, time_dependent):
+        return _BodiesInChart(lagrangian, chart)
+
+    @staticmethod
+    def _partial_velocities(L, q, v):
+        (u, w), (u_dot, w_dot) = jax.jvp(lambda x: L.velocities(x, v), (q,), (v,))
+        B, W = jax.jacfwd(lambda v_: L.velocities(q, v_))(v)  # (b, 3, n): ∂u/∂v, ∂ω/∂v
+        return u, w, u_dot, w_dot, B, W
+
+    def force(self, system, t, q, v):
+        L = system.lagrangian
+        u, w, u_dot, w_dot, B, W = self._partial_velocities(L, q, v)
+        m, I = L.masses(), L.inertias()
+        Iw = jnp.einsum("bij,bj->bi", I, w)
+        # the inertia forces -m u̇ and torques -(I ω̇ + ω × I ω) at a = 0, on the partial velocities
+        linear = jnp.einsum("b,bin,bi->n", m, B, u_dot)
+        angular = jnp.einsum("bin,bi->n", W, jnp.einsum("bij,bj->bi", I, w_dot) + jnp.cross(w, Iw))
+        return -linear - angular - jax.grad(L.potential)(q) + system.external_force(t, q, v)
+
+    def mass_times(self, system, t, q, v, seeds):
+        L = system.lagrangian
+        B, W = jax.jacfwd(lambda v_: L.velocities(q, v_))(v)
+        M = jnp.einsum("b,bin,bim->nm", L.masses(), B, B)
+        M = M + jnp.einsum("bin,bij,bjm->nm", W, L.inertias(), W)
+        return seeds @ M
+
+
+def form_of(lagrangian) -> AbstractForm:
+    """The form of `lagrangian` (chosen once, `LagrangianSystem`)."""
+    return BodiesForm() if isinstance(lagrangian, AbstractBodiesLagrangian) else AutodiffForm()
 
 
 def check_system(system) -> None:
@@ -70,6 +194,7 @@ class LagrangianSystem(eqx.Module):
     known_work: Callable | None
     manifold: AbstractManifold
     time_dependent: bool = eqx.field(static=True)
+    form: AbstractForm
 
     def __init__(
         self,
@@ -94,11 +219,18 @@ class LagrangianSystem(eqx.Module):
         self.work_space = work_space
         self.known_work = known_work
         self.manifold = Euclidean() if manifold is None else manifold
+        self.form = form_of(lagrangian)
         self.time_dependent = time_dependent
 
     def __check_init__(self):
         if not callable(self.lagrangian):
             raise TypeError("lagrangian must be a callable L(q, v) (or L(t, q, v)).")
+        if self.time_dependent and isinstance(self.form, BodiesForm):
+            raise TypeError(
+                "a bodies Lagrangian (gm.RigidBody.lagrangian, gm.RollingBody) is L(q, v); with "
+                "time_dependent=True every user function takes t first: give the time-dependent "
+                "parts as functions of (t, q, v) in a Lagrangian of your own."
+            )
         if self.constraint is not None and not isinstance(self.constraint, AbstractConstraint):
             raise TypeError(
                 "constraint must be a gm.Constraint, gm.HolonomicConstraint, gm.LinearConstraint or "
@@ -167,13 +299,13 @@ class LagrangianSystem(eqx.Module):
         td = self.time_dependent
         local = lambda f: None if f is None else chart.pull(f, td)
         return LagrangianSystem(
-            local(self.lagrangian),
+            self.form.pull(self.lagrangian, chart, td),
             force=local(self.force),
             constraint=None if self.constraint is None else self.constraint.localized(chart),
             work_space=None if self.work_space is None else self.work_space.localized(chart),
             known_work=local(self.known_work),
             manifold=chart.frame,
-            time_dependent=True,
+            time_dependent=td,
         )
 
     def dim(self, state: State) -> int:

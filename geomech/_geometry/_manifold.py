@@ -141,34 +141,20 @@ class AbstractChart(eqx.Module):
         """The `LagrangianSystem` `system` written in this chart: every user function
         $f(q, \\ldots)$ read as $f(\\mathrm{point}(x), \\ldots)$ (`pull`)."""
 
-    def pull(self, fn, time_dependent: bool) -> "Pulled":
-        """`fn(q, ...)` (or `fn(t, q, ...)`) as a function `f(t, x, ...)` of the chart
-        coordinates, `t` first whether or not `fn` takes it."""
+    def pull(self, fn, time_dependent: bool = False) -> "Pulled":
+        """`fn(q, ...)` (or `fn(t, q, ...)` if `time_dependent`) as the same function of the
+        chart coordinates, `fn(x, ...)` (or `fn(t, x, ...)`)."""
         return Pulled(fn, self, time_dependent)
-
-    def at_point(self, fn) -> "AtPoint":
-        """`fn(q, ...)` as a function `f(x, ...)` of the chart coordinates."""
-        return AtPoint(fn, self)
-
-
-class AtPoint(eqx.Module):
-    """A function of the point read in the chart coordinates `x` (`AbstractChart.at_point`)."""
-
-    fn: object
-    chart: AbstractChart
-
-    def __call__(self, x, *rest):
-        return self.fn(self.chart.point(x), *rest)
 
 
 class Pulled(eqx.Module):
-    """A user function of the point read in the chart coordinates `x`, `t` first
-    (`AbstractChart.pull`)."""
+    """A user function of the point read in the chart coordinates `x` (`AbstractChart.pull`),
+    with `t` first if `time_dependent`."""
 
     fn: object
     chart: AbstractChart
     time_dependent: bool = eqx.field(static=True)
 
-    def __call__(self, t, x, *rest):
-        point = self.chart.point(x)
-        return self.fn(t, point, *rest) if self.time_dependent else self.fn(point, *rest)
+    def __call__(self, *args):
+        t, (x, *rest) = (args[:1], args[1:]) if self.time_dependent else ((), args)
+        return self.fn(*t, self.chart.point(x), *rest)

@@ -105,7 +105,7 @@ class Kane(AbstractSolver):
 def _user_basis(fn, stages: Stages):
     # fn(q, v) at the chart's point, columns in the velocity convention (body velocities)
     s = stages.state
-    E = jnp.asarray(stages.chart.pull(fn, stages.time_dependent)(stages.t, s.q, s.v))
+    E = jnp.asarray(stages.system.in_tqv_form(stages.chart.pull(fn, stages.system.time_dependent))(stages.t, s.q, s.v))
     n, k = stages.n, stages.k
     if E.shape != (n, n - k):
         raise ValueError(

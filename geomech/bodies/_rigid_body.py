@@ -11,8 +11,6 @@ $$T = \\tfrac12 m\\,|V + \\omega\\times c|^2 + \\tfrac12\\,\\omega^\\top I_c\\,\
 and in a uniform field $g$ (spatial) $U = -m\\,g\\cdot(x + R c)$.
 """
 
-import abc
-
 import equinox as eqx
 import jax.numpy as jnp
 import jaxlie
@@ -21,6 +19,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._checks import as_real_array, concrete
 from .._geometry import SE3, SO3, AbstractManifold, Euclidean, Product
+from .._system import AbstractBodiesLagrangian
 
 GRAVITY = (0.0, 0.0, -9.81)
 
@@ -122,49 +121,64 @@ def _check_values(mass, inertia, c) -> None:
         )
 
 
-class AbstractBodyLagrangian(eqx.Module):
-    """$L(q, v) = T - U$ of a `RigidBody` in the spatial field `gravity`, on one configuration
-    space (`RigidBody.lagrangian`); the body and the field stay parameters (fields)."""
+class AbstractBodyLagrangian(AbstractBodiesLagrangian):
+    """$L(q, v) = T - U$ of one `RigidBody` in the spatial field `gravity`, on one configuration
+    space (`RigidBody.lagrangian`): the body's centre of mass moves with $u$ (spatial) and turns
+    with the body angular velocity $\\omega$ (`velocities`); the body and the field stay
+    parameters (fields)."""
 
     body: eqx.AbstractVar[RigidBody]
     gravity: eqx.AbstractVar[Float[Array, "3"]]
 
-    @abc.abstractmethod
-    def __call__(self, q, v) -> Float[Array, ""]:
-        """$L(q, v)$."""
+    def masses(self):
+        return self.body.mass[None]
+
+    def inertias(self):
+        return self.body.inertia[None]
 
 
 class PivotedBodyLagrangian(AbstractBodyLagrangian):
-    """On SO(3): $q = R$, $v = \\omega$, the body frame's origin a fixed pivot."""
+    """On SO(3): $q = R$, $v = \\omega$, the body frame's origin a fixed pivot:
+    $u = R(\\omega \\times c)$, $U = -m\\,g\\cdot Rc$."""
 
     body: RigidBody
     gravity: Float[Array, "3"]
 
-    def __call__(self, q, v):
-        return self.body.kinetic_energy(v) - self.body.potential_energy(q, None, self.gravity)
+    def velocities(self, q, v):
+        return q.apply(jnp.cross(v, self.body.centre_of_mass))[None], v[None]
+
+    def potential(self, q):
+        return self.body.potential_energy(q, None, self.gravity)
 
 
 class FreeBodyLagrangian(AbstractBodyLagrangian):
-    """On SO(3) × ℝ³: $q = (R, x)$, $v = (\\omega, \\dot x)$ with $\\dot x$ spatial."""
+    """On SO(3) × ℝ³: $q = (R, x)$, $v = (\\omega, \\dot x)$ with $\\dot x$ spatial:
+    $u = \\dot x + R(\\omega \\times c)$, $U = -m\\,g\\cdot(x + Rc)$."""
 
     body: RigidBody
     gravity: Float[Array, "3"]
 
-    def __call__(self, q, v):
-        (R, x), omega = q, v[:3]
-        V = R.inverse().apply(v[3:])
-        return self.body.kinetic_energy(omega, V) - self.body.potential_energy(R, x, self.gravity)
+    def velocities(self, q, v):
+        R, omega = q[0], v[:3]
+        return (v[3:] + R.apply(jnp.cross(omega, self.body.centre_of_mass)))[None], omega[None]
+
+    def potential(self, q):
+        return self.body.potential_energy(q[0], q[1], self.gravity)
 
 
 class SE3BodyLagrangian(AbstractBodyLagrangian):
-    """On SE(3): $q$ a `jaxlie.SE3`, $v = (V, \\omega)$ the body twist (linear, angular)."""
+    """On SE(3): $q$ a `jaxlie.SE3`, $v = (V, \\omega)$ the body twist (linear, angular):
+    $u = R(V + \\omega \\times c)$, $U = -m\\,g\\cdot(x + Rc)$."""
 
     body: RigidBody
     gravity: Float[Array, "3"]
 
-    def __call__(self, q, v):
-        R, x, V, omega = q.rotation(), q.translation(), v[:3], v[3:]
-        return self.body.kinetic_energy(omega, V) - self.body.potential_energy(R, x, self.gravity)
+    def velocities(self, q, v):
+        V, omega = v[:3], v[3:]
+        return q.rotation().apply(V + jnp.cross(omega, self.body.centre_of_mass))[None], omega[None]
+
+    def potential(self, q):
+        return self.body.potential_energy(q.rotation(), q.translation(), self.gravity)
 
 
 # the form of L on each configuration space of a body, by the manifold itself (equal manifolds

@@ -34,7 +34,7 @@ from jaxtyping import Array, ArrayLike, Float
 from .._checks import as_real_array, concrete
 from .._constraint import LinearConstraint
 from .._geometry import SO3, Euclidean, Product, hat
-from .._system import LagrangianSystem
+from .._system import AbstractBodiesLagrangian, LagrangianSystem
 from ._rigid_body import RigidBody
 from ._surfaces import AbstractSurface
 
@@ -184,10 +184,8 @@ class RollingBody(eqx.Module):
         return jnp.concatenate([omega, xdot])
 
     def lagrangian(self, q, v) -> Float[Array, ""]:
-        R, _ = q
-        gravity = jnp.stack([0.0 * self.g, 0.0 * self.g, -self.g])
-        L = self.body.lagrangian(Product(SO3(), Euclidean(3)), gravity)
-        return L((R, self.position(q)), jnp.concatenate([v[:3], self.velocity(q, v)]))
+        """$L = T - U$ at $(q, v)$ (`RollingLagrangian`)."""
+        return RollingLagrangian(self)(q, v)
 
     def constraint(self) -> LinearConstraint:
         return rolling_constraint(self.surface, self.table_rate)
@@ -195,5 +193,29 @@ class RollingBody(eqx.Module):
     def system(self, **kwargs) -> LagrangianSystem:
         """The `LagrangianSystem` (keyword arguments, e.g. `forces`, passed on)."""
         return LagrangianSystem(
-            self.lagrangian, constraint=self.constraint(), manifold=self.manifold, **kwargs
+            RollingLagrangian(self), constraint=self.constraint(), manifold=self.manifold, **kwargs
         )
+
+
+class RollingLagrangian(AbstractBodiesLagrangian):
+    """The Lagrangian of a `RollingBody`: its body's $T - U$ with the origin at
+    $X = (x, y, z(R))$ moving with $\\dot X = (\\dot x, \\dot y, s\\cdot(\\omega\\times\\gamma))$
+    [BorisovMamaev2002], so the centre of mass moves with $u = \\dot X + R(\\omega\\times c)$ and
+    $U = m g\\,(X + Rc)_3$ (Kane's form, `gm.AbstractBodiesLagrangian`)."""
+
+    rolling: RollingBody
+
+    def masses(self):
+        return self.rolling.body.mass[None]
+
+    def inertias(self):
+        return self.rolling.body.inertia[None]
+
+    def velocities(self, q, v):
+        R, c = q[0], self.rolling.body.centre_of_mass
+        return (self.rolling.velocity(q, v) + R.apply(jnp.cross(v[:3], c)))[None], v[:3][None]
+
+    def potential(self, q):
+        R, c = q[0], self.rolling.body.centre_of_mass
+        return self.rolling.body.mass * self.rolling.g * (self.rolling.position(q) + R.apply(c))[2]
+
