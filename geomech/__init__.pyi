@@ -1,5 +1,6 @@
 """The public names of geomech (docs/api.md), imported lazily by `__init__.py`."""
 
+from . import bodies as bodies
 from . import models as models
 from . import plot as plot
 from ._analysis import (
@@ -80,33 +81,19 @@ from ._dynamics import (
     unconstrained_acceleration as unconstrained_acceleration,
 )
 from ._frontend import RecompilationWarning as RecompilationWarning
+from ._geometry import SE2 as SE2
+from ._geometry import SE3 as SE3
+from ._geometry import SO3 as SO3
+from ._geometry import AbstractChart as AbstractChart
+from ._geometry import AbstractCoordinateManifold as AbstractCoordinateManifold
+from ._geometry import AbstractLieGroup as AbstractLieGroup
+from ._geometry import AbstractManifold as AbstractManifold
+from ._geometry import Circle as Circle
+from ._geometry import Euclidean as Euclidean
+from ._geometry import Product as Product
 from ._integrate import Solution as Solution
 from ._integrate import simulate as simulate
-from ._lie import SE2 as SE2
-from ._lie import SE3 as SE3
-from ._lie import SO3 as SO3
-from ._lie import LieGroup as LieGroup
-from ._manifold import (
-    AbstractManifold as AbstractManifold,
-)
-from ._manifold import (
-    Circle as Circle,
-)
-from ._manifold import (
-    Euclidean as Euclidean,
-)
-from ._manifold import (
-    Product as Product,
-)
 from ._precision import PrecisionWarning as PrecisionWarning
-from ._rigid_body import RigidBody as RigidBody
-from ._rolling_contact import AbstractSurface as AbstractSurface
-from ._rolling_contact import Ellipsoid as Ellipsoid
-from ._rolling_contact import RollingBody as RollingBody
-from ._rolling_contact import Sphere as Sphere
-from ._rolling_contact import SupportFunction as SupportFunction
-from ._rolling_contact import ThinDisk as ThinDisk
-from ._rolling_contact import rolling_constraint as rolling_constraint
 from ._solver._base import AbstractSolver as AbstractSolver
 from ._solver._gauss import Gauss as Gauss
 from ._solver._gibbs_appell import (
@@ -187,5 +174,13 @@ from ._validate import Problem as Problem
 from ._validate import ValidationReport as ValidationReport
 from ._validate import validate as validate
 from ._variational import VariationalIntegrator as VariationalIntegrator
+from .bodies import AbstractSurface as AbstractSurface
+from .bodies import Ellipsoid as Ellipsoid
+from .bodies import RigidBody as RigidBody
+from .bodies import RollingBody as RollingBody
+from .bodies import Sphere as Sphere
+from .bodies import SupportFunction as SupportFunction
+from .bodies import ThinDisk as ThinDisk
+from .bodies import rolling_constraint as rolling_constraint
 
 __version__: str

@@ -20,7 +20,6 @@ from jaxtyping import Array, Complex, Float
 from . import _checks
 from ._bundle import State
 from ._dynamics import acceleration
-from ._lie import local_coordinates
 from ._linalg import min_singular_value, rank_tolerance, unit_rows
 from ._solver._base import AbstractSolver
 from ._solver._projection import Projection
@@ -184,18 +183,6 @@ def _velocity_residual(y, args):
     return system.constraint_residual(State(state.q, state.v.at[free].set(y)), t)
 
 
-def _point(system, q, psi):
-    """The point $q \\oplus \\psi$ of the chart centred at `q` on a Lie group; `psi` itself
-    (the coordinates) on ℝⁿ and S¹."""
-    return system.manifold.oplus(q, psi) if system.on_group else psi
-
-
-def _rate(system, psi, v):
-    """$\\dot\\psi$ in the chart centred at the point for the velocity `v` at $q \\oplus \\psi$
-    (docs/lie_groups.md); `v` itself on ℝⁿ and S¹."""
-    return system.manifold.dexp_inverse(psi, v) if system.on_group else v
-
-
 def _consistent(system, state, t, free_q, free_v, newton, held=("fixed_q", "fixed_v")) -> State:
     """The traced part of `consistent_state` (sizes already checked); `held` names the held sets.
     On a Lie group the coordinates are those of the chart centred at `state.q`, $\\psi = 0$
@@ -206,7 +193,8 @@ def _consistent(system, state, t, free_q, free_v, newton, held=("fixed_q", "fixe
     if free_q:
         # h(t, q) = 0 for the free coordinates (holonomic part of (3.6)), Newton from given values
         fq = jnp.array(free_q)
-        local, at = system.localized(state)  # (system, state) itself on ℝⁿ and S¹
+        chart = system.manifold.chart(q)  # the identity on ℝⁿ and S¹
+        local, at = chart.system(system), State(chart.origin, v)
         H = _checks.position_jacobian(local, at, t)
         y = _solve_block(
             _position_residual,
@@ -218,7 +206,7 @@ def _consistent(system, state, t, free_q, free_v, newton, held=("fixed_q", "fixe
             newton=newton,
             scale=_scales(H, _checks.point_scale(system, state), M, fq),
         )
-        q = _point(system, q, at.q.at[fq].set(y))
+        q = chart.point(at.q.at[fq].set(y))
     if free_v:
         # φ(t, q, v) = 0 (3.6) for the free speeds; holonomic rows are Dh v + ∂_t h
         fv = jnp.array(free_v)
@@ -377,11 +365,6 @@ def _check_linearize_args(
     if not c and not s:
         raise ValueError("coordinates and speeds are both empty: there is nothing to linearize.")
     _check_counts(n, m, k, c + fq, s + fv, "coordinates + fixed_q", "speeds + fixed_v")
-    if sym and not system.on_group:
-        raise ValueError(
-            "body_symmetries are tangent directions of a Lie group; this system's configuration "
-            "space is coordinates: hold a cyclic coordinate in fixed_q instead."
-        )
     if not set(sym) <= set(fq):
         raise ValueError(
             f"body_symmetries {sym} must be held directions, in fixed_q {fq}: the linearization "
@@ -413,7 +396,8 @@ def _linearization(system, state, solver, t, sel: _Selection, newton: _Newton):
     held = ("coordinates + fixed_q", "speeds + fixed_v")
     x0 = _consistent(system, state, t, free_q, free_v, newton, held)
     fq, fv = jnp.array(free_q, int), jnp.array(free_v, int)
-    local, at = system.localized(x0)  # on a Lie group: ψ = 0 in the chart centred at x0.q
+    chart = system.manifold.chart(x0.q)  # on a Lie group: ψ = 0 in the chart centred at x0.q
+    local, at = chart.system(system), State(chart.origin, x0.v)
 
     def rhs(z):
         psi = at.q.at[ci].set(z[:p])
@@ -422,7 +406,7 @@ def _linearization(system, state, solver, t, sel: _Selection, newton: _Newton):
                 _position_residual, at.q[fq], (local, State(psi, at.v), t, fq), (local, at, t, fq)
             )
             psi = psi.at[fq].set(y)
-        q = _point(system, x0.q, psi)
+        q = chart.point(psi)
         v = x0.v.at[si].set(z[p:])
         if free_v:  # the free speeds from φ = 0 (3.6), to first order at z0
             y = _newton_step(
@@ -433,7 +417,7 @@ def _linearization(system, state, solver, t, sel: _Selection, newton: _Newton):
         if sel.body_symmetries:
             rate, a = _turning_with(system, sel.body_symmetries, q, psi, v, a)
         else:
-            rate = _rate(system, psi, v)
+            rate = system.manifold.dexp_inverse(psi, v)  # ψ̇ (docs/lie_groups.md)
         f = jnp.concatenate([rate[ci], a[si]])
         return f, f
 
@@ -457,7 +441,7 @@ def _turning_with(system, directions, q, psi, v, a):
 
     def moved(s, u):  # Ad_{exp(-s e_i)} u, the velocity u seen from q exp(s e_i)
         turn = lambda p: manifold.oplus(p, jnp.zeros_like(u).at[idx].set(s))
-        curve = lambda eps: local_coordinates(turn(q), turn(manifold.oplus(q, eps * u)))
+        curve = lambda eps: manifold.ominus(turn(manifold.oplus(q, eps * u)), turn(q))
         return jax.jvp(curve, (jnp.zeros((), u.dtype),), (jnp.ones((), u.dtype),))[1]
 
     zero = jnp.zeros(len(directions), v.dtype)

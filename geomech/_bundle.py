@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
-from ._lie import is_point, point_shape
+from ._geometry import as_point, point_shape
 
 
 def _as_inexact(x):
@@ -32,7 +32,7 @@ def _as_inexact(x):
 
 def _as_point(q):
     """Coordinates as an inexact array; a Lie-group element or a tuple of points leaf by leaf."""
-    return jax.tree_util.tree_map(_as_inexact, q) if is_point(q) else _as_inexact(q)
+    return as_point(q, _as_inexact)
 
 
 class State(eqx.Module):
@@ -52,24 +52,20 @@ class State(eqx.Module):
     v: Float[Array, "... n"] = eqx.field(converter=_as_inexact)
 
     def __check_init__(self):
-        if is_point(self.q):
-            batch, n = point_shape(self.q)
-            if self.v.shape != (*batch, n):
-                raise ValueError(
-                    f"State(q, v) on a Lie group needs v of shape {(*batch, n)} (the batch axes of q "
-                    f"and its tangent dimension {n}), got {self.v.shape}."
-                )
-            return
-        if self.q.shape != self.v.shape or self.q.ndim == 0:
+        batch, n = point_shape(self.q)
+        if n == 0 or self.v.shape != (*batch, n):
+            q = self.q.shape if isinstance(self.q, jax.Array) else f"with batch axes {batch}, dim {n}"
             raise ValueError(
-                f"State(q, v) needs q and v of the same shape (..., n); got q {self.q.shape} "
-                f"and v {self.v.shape}."
+                f"State(q, v) needs q and v of the same shape (..., n); got q {q} and v "
+                f"{self.v.shape} (on a group: v of shape {(*batch, n)}, q's batch axes and the "
+                "tangent dimension, docs/lie_groups.md)."
             )
-        if self.q.dtype != self.v.dtype:
+        dtypes = {jnp.result_type(x) for x in jax.tree_util.tree_leaves(self.q)}
+        if dtypes != {self.v.dtype}:
             raise TypeError(
-                f"State(q, v) needs q and v of one dtype, got q {self.q.dtype} and v "
-                f"{self.v.dtype}: convert both, e.g. State(q.astype(jnp.float64), "
-                "v.astype(jnp.float64))."
+                f"State(q, v) needs q and v of one dtype, got q {', '.join(sorted(map(str, dtypes)))} "
+                f"and v {self.v.dtype}: convert both, e.g. to jnp.float64 (on a group, build the "
+                "element from parameters of v's dtype)."
             )
 
 

@@ -31,6 +31,18 @@ from ._linalg import min_singular_value, rank_tolerance, unit_rows
 Margin = tuple[Float[Array, ""], Float[Array, ""]]
 
 
+def concrete(x) -> np.ndarray | None:
+    """`x` as a NumPy value if it is known before tracing, else `None` (a tracer): values are
+    checked before tracing only where they are concrete."""
+    return None if isinstance(x, jax.core.Tracer) else np.asarray(x)
+
+
+def as_real_array(x) -> Array:
+    """`x` as a JAX array of a real floating-point dtype (integers become the default float)."""
+    x = jnp.asarray(x)
+    return x.astype(jnp.result_type(float, x))
+
+
 def check_time(t, name: str) -> None:
     """A `ValueError`/`TypeError` naming `name` unless `t` is a real scalar (before tracing;
     whether it is finite is checked where the value is used)."""
@@ -177,7 +189,7 @@ def constraint_residuals(system, state, t) -> tuple[Float[Array, ""], Float[Arra
 
 def point_scale(system, state) -> Float[Array, " n"]:
     """The size of each coordinate of the chart centred at `state.q` (`q` itself on ℝⁿ)."""
-    return state.q if system.manifold is None else system.manifold.point_scale(state.q)
+    return system.manifold.point_scale(state.q)
 
 
 # -- one state, its quantities computed once -----------------------------------------------------

@@ -17,7 +17,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._custom_types import RealScalarLike
-from ._lie import Chart, is_point
+from ._geometry import AbstractChart, as_point
 from ._linalg import null_space, rank_tolerance
 
 
@@ -35,7 +35,7 @@ def call(fn: Callable, t, *args, time_dependent: bool):
 
 def _as_argument(x):
     """An array, or a point of a Lie group (or a tuple of points) with array leaves."""
-    return jax.tree_util.tree_map(jnp.asarray, x) if is_point(x) else jnp.asarray(x)
+    return as_point(x, jnp.asarray)
 
 
 @eqx.filter_jit
@@ -122,10 +122,10 @@ class AbstractConstraint(eqx.Module):
         (t_0 + \\Delta t, q_0 + \\Delta q)$ of `gm.VariationalIntegrator`, shape `(k,)`, aligned
         with `residual`; `TypeError` for constraints that have none (nonlinear in $v$)."""
 
-    def localized(self, chart: Chart) -> "AbstractConstraint":
-        """This constraint in the chart `chart` centred at a point of a Lie group (`_lie.Chart`),
-        a constraint on $(\\psi, \\dot\\psi)$ (docs/lie_groups.md)."""
-        raise TypeError(f"{type(self).__name__} has no form on a Lie group (no `localized`).")
+    @abc.abstractmethod
+    def localized(self, chart: AbstractChart) -> "AbstractConstraint":
+        """This constraint written in `chart` (`AbstractChart.system`): its functions read at
+        the chart's point, a constraint on the chart coordinates and the same velocities."""
 
     @staticmethod
     def stack(constraints: Sequence["AbstractConstraint"]) -> "StackedConstraint":
@@ -181,8 +181,9 @@ class Constraint(_AbstractUserConstraint):
     def affine_in_v(self) -> bool:
         return False
 
-    def localized(self, chart: Chart) -> AbstractConstraint:
-        return Constraint(chart(self.phi, "qv", self.time_dependent), time_dependent=True)
+    def localized(self, chart: AbstractChart) -> AbstractConstraint:
+        td = self.time_dependent
+        return Constraint(chart.pull(self.phi, td), time_dependent=td)
 
     def discrete_residual(
         self, t0: RealScalarLike, q0: Vector, dt: RealScalarLike, dq: Vector
@@ -220,14 +221,55 @@ class HolonomicConstraint(_AbstractUserConstraint):
     def affine_in_v(self) -> bool:
         return True
 
-    def localized(self, chart: Chart) -> AbstractConstraint:
-        # h(q ⊕ ψ), differentiated along ψ̇ = v at ψ = 0 (docs/lie_groups.md)
-        return HolonomicConstraint(chart(self.h, "q", self.time_dependent), time_dependent=True)
+    def localized(self, chart: AbstractChart) -> AbstractConstraint:
+        return _HolonomicInChart(self.h, chart, self.time_dependent)
 
     def discrete_residual(
         self, t0: RealScalarLike, q0: Vector, dt: RealScalarLike, dq: Vector
     ) -> Float[Array, " k"]:
         # h(q_{k+1}) = 0 at the end of the step ([MW] §3.5; RATTLE)
+        return self.position_residual(t0 + dt, q0 + dq)
+
+
+class _HolonomicInChart(AbstractConstraint):
+    """`HolonomicConstraint(h)` written in `chart` (`localized`): $h$ at the chart's points, and
+    $\\phi(t, x, v) = \\frac{d}{ds} h(t + s, \\mathrm{point}(x) \\oplus s v)$, the derivative
+    along the manifold's own velocity $v$ at every point of the chart (the body frame on a
+    group, docs/lie_groups.md), so that $\\phi$ is a function on $TQ$ and its derivatives in
+    $x$ (the vakonomic force of $\\mu\\cdot\\phi$, $b$) are those of Hamel's form."""
+
+    h: Callable
+    chart: AbstractChart
+    time_dependent: bool = eqx.field(static=True)
+
+    def _h(self, t, point):
+        return _as_rows(call(self.h, t, point, time_dependent=self.time_dependent), "h")
+
+    def position_residual(self, t: RealScalarLike, q: Vector) -> Float[Array, " m"]:
+        return self._h(t, self.chart.point(q))
+
+    def residual(self, t: RealScalarLike, q: Vector, v: Vector) -> Float[Array, " k"]:
+        t = jnp.asarray(t, jnp.result_type(q))
+        s = jnp.zeros((), t.dtype)
+        moved = lambda t_, s_: self._h(t_, self.chart.moved(q, s_ * v))
+        return jax.jvp(moved, (t, s), (jnp.ones_like(t), jnp.ones_like(s)))[1]
+
+    def holonomic_rows(self, t: RealScalarLike, q: Vector) -> Float[Array, " k"]:
+        return self.position_residual(t, q)
+
+    def affine_in_v(self) -> bool:
+        return True
+
+    def bind_time(self, time_dependent: bool) -> "_HolonomicInChart":
+        return self  # bound when written in the chart
+
+    def localized(self, chart: AbstractChart) -> AbstractConstraint:
+        return self  # written in a chart already (a system in a chart is its own localization)
+
+    def discrete_residual(
+        self, t0: RealScalarLike, q0: Vector, dt: RealScalarLike, dq: Vector
+    ) -> Float[Array, " k"]:
+        # h(q_{k+1}) = 0 at the end of the step ([MW] §3.5; RATTLE), q_{k+1} = q_k ⊕ Δq
         return self.position_residual(t0 + dt, q0 + dq)
 
 
@@ -270,10 +312,11 @@ class LinearConstraint(_AbstractUserConstraint):
     def affine_in_v(self) -> bool:
         return True
 
-    def localized(self, chart: Chart) -> AbstractConstraint:
+    def localized(self, chart: AbstractChart) -> AbstractConstraint:
+        # A(q ⊕ ψ) acting on the velocity itself (ψ̇ = v at ψ = 0, docs/lie_groups.md)
         td = self.time_dependent
-        c = None if self.c_of_q is None else chart(self.c_of_q, "q", td)
-        return LinearConstraint(chart(self.A_of_q, "rows", td), c, time_dependent=True)
+        c = None if self.c_of_q is None else chart.pull(self.c_of_q, td)
+        return LinearConstraint(chart.pull(self.A_of_q, td), c, time_dependent=td)
 
     def discrete_residual(
         self, t0: RealScalarLike, q0: Vector, dt: RealScalarLike, dq: Vector
@@ -307,7 +350,7 @@ class StackedConstraint(AbstractConstraint):
     def bind_time(self, time_dependent):
         return StackedConstraint(tuple(c.bind_time(time_dependent) for c in self.constraints))
 
-    def localized(self, chart: Chart) -> AbstractConstraint:
+    def localized(self, chart: AbstractChart) -> AbstractConstraint:
         return StackedConstraint(tuple(c.localized(chart) for c in self.constraints))
 
     def discrete_residual(
@@ -371,10 +414,11 @@ class Subspace(_AbstractTimeBound):
         for name in ("basis", "annihilator"):
             _check_constant_subspace(name, getattr(self, name))
 
-    def localized(self, chart) -> "Subspace":
-        """This subspace in the chart centred at a point of a Lie group (`_lie.Chart`)."""
-        local = lambda x, kind: None if x is None else chart(x, kind, self.time_dependent)
-        return Subspace(local(self.basis, "basis"), local(self.annihilator, "annihilator"), True)
+    def localized(self, chart: AbstractChart) -> "Subspace":
+        """This subspace written in `chart` (`AbstractChart.system`): functions read at the
+        chart's point (vectors and covectors of the same velocities); constants as they are."""
+        local = lambda x: chart.pull(x, self.time_dependent) if callable(x) else x
+        return Subspace(local(self.basis), local(self.annihilator), self.time_dependent)
 
     def _eval(self, x, t, q, v, one_vector_as_column):
         out = call(x, t, q, v, time_dependent=self.time_dependent) if callable(x) else x

@@ -27,8 +27,9 @@ from jax._src.core import trace_state_clean
 from jaxtyping import ArrayLike, PyTree
 
 from ._adjoint import automatic_adjoint
-from ._checks import FAILURES, Failure, check_time
+from ._checks import FAILURES, Failure, check_time, concrete
 from ._engine import SolveOptions, batch_sharding
+from ._geometry import AbstractStateParts
 from ._precision import warn_if_imprecise
 from ._stabilization import AbstractStabilization, as_stabilization
 from ._system_integrator import AbstractSystemIntegrator
@@ -68,7 +69,7 @@ def _check_saveat(saveat, t0, t1):
         )
     if not (sub.t0 or sub.t1 or sub.steps or sub.ts is not None):
         raise ValueError("saveat saves nothing: give t0=True, t1=True, ts=... or steps=True.")
-    ts, start, end = _concrete(sub.ts), _concrete(t0), _concrete(t1)
+    ts, start, end = concrete(sub.ts), concrete(t0), concrete(t1)
     if sub.ts is None or ts is None:
         return
     if ts.ndim != 1:
@@ -105,13 +106,6 @@ def _term_kind(structure) -> str:
     return "several terms (an IMEX split or a stochastic differential equation)"
 
 
-def _concrete(x):
-    """`x` as a NumPy value if it is known before tracing, else `None` (a tracer)."""
-    if isinstance(x, jax.core.Tracer):
-        return None
-    return np.asarray(x)
-
-
 def check_time_interval(t0, t1, dtype=None) -> None:
     """`t0`, `t1` must be finite real scalars, and (with the state's `dtype`) `t1 - t0` must not
     be below the resolution of $t$ there, $16\\varepsilon|t|$ (the guarded solver's smallest step:
@@ -119,10 +113,10 @@ def check_time_interval(t0, t1, dtype=None) -> None:
     checks traced values with `eqx.error_if`."""
     for name, t in (("t0", t0), ("t1", t1)):
         check_time(t, name)
-        value = _concrete(t)
+        value = concrete(t)
         if value is not None and not np.isfinite(value):
             raise ValueError(f"{name} must be a finite real number, got {value!r}.")
-    start, end = _concrete(t0), _concrete(t1)
+    start, end = concrete(t0), concrete(t1)
     if dtype is None or start is None or end is None:
         return
     start, end = np.asarray(start, dtype), np.asarray(end, dtype)
@@ -137,12 +131,12 @@ def check_time_interval(t0, t1, dtype=None) -> None:
 
 def _check_options(*, rtol, atol, dt0, max_steps, t0, t1):
     for name, tol in (("rtol", rtol), ("atol", atol)):
-        value = None if tol is None else _concrete(tol)
+        value = None if tol is None else concrete(tol)
         if value is not None and (
             value.ndim != 0 or value.dtype.kind not in "iuf" or not np.isfinite(value) or value < 0
         ):
             raise ValueError(f"{name} must be a finite number >= 0, got {tol!r}.")
-    r, a = (None if x is None else _concrete(x) for x in (rtol, atol))
+    r, a = (None if x is None else concrete(x) for x in (rtol, atol))
     if r is not None and a is not None and r == 0 and a == 0:
         raise ValueError(
             "rtol and atol are both 0: the step-size controller could never accept a step. "
@@ -150,11 +144,11 @@ def _check_options(*, rtol, atol, dt0, max_steps, t0, t1):
         )
     if isinstance(max_steps, bool) or not isinstance(max_steps, int | np.integer) or max_steps < 1:
         raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}.")
-    dt = None if dt0 is None else _concrete(dt0)
+    dt = None if dt0 is None else concrete(dt0)
     if dt is not None:
         if dt.ndim != 0 or dt.dtype.kind not in "iuf" or not np.isfinite(dt) or dt == 0:
             raise ValueError(f"dt0 must be a finite, nonzero step, got {dt0!r}.")
-        start, end = _concrete(t0), _concrete(t1)
+        start, end = concrete(t0), concrete(t1)
         if start is not None and end is not None and end != start and np.sign(dt) != np.sign(end - start):
             raise ValueError(
                 f"dt0 = {float(dt):g} points away from t1: integrating from t0 = {float(start):g} to "
@@ -307,7 +301,8 @@ class Prepared(eqx.Module):
 
 def prepare(
     system, saved: PyTree[ArrayLike], t0, t1, *, name: str, batched: bool, extra: int,
-    integrator, saveat, rtol, atol, dt0, max_steps, stepsize_controller, stabilization, adjoint,
+    parts: AbstractStateParts, integrator, saveat, rtol, atol, dt0, max_steps, stepsize_controller,
+    stabilization, adjoint,
     throw, progress, sharding, max_output_bytes,
 ) -> Prepared:
     """Validate the options of `name` (`simulate` or `simulate_vakonomic`) before tracing.
@@ -315,8 +310,9 @@ def prepare(
     `saved`: the (possibly batched) initial value of what is saved at every time, for the size
     estimate, with `extra` diagnostics per saved time. A system integrator
     (`AbstractSystemIntegrator`) is bound to `system` here (`simulate` only: it integrates
-    `gm.State`s). Warns (`gm.PrecisionWarning`) when the tolerances are below what the dtype
-    can deliver."""
+    `gm.State`s); a diffrax solver is made one that steps on the system's manifold
+    (`AbstractManifold.integrator`, for a state made of `parts`). Warns (`gm.PrecisionWarning`)
+    when the tolerances are below what the dtype can deliver."""
     dtype = jtu.tree_leaves(saved)[0].dtype
     if isinstance(integrator, AbstractSystemIntegrator):  # its diffrax solver carries the system
         if name != "simulate":
@@ -328,6 +324,8 @@ def prepare(
         integrator = integrator.bind(
             system, dt0=dt0, stepsize_controller=stepsize_controller, stabilization=stabilization
         )
+    else:  # itself on coordinates, Runge–Kutta–Munthe-Kaas on a group (docs/lie_groups.md)
+        integrator = system.manifold.integrator(integrator, adjoint=adjoint, parts=parts, name=name)
     stabilization = as_stabilization(stabilization)
     options = solve_options(
         integrator=integrator, saveat=saveat, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps,

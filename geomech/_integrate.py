@@ -23,11 +23,11 @@ from ._frontend import (
     run_checked,
     throw_failures_in_jit,
 )
-from ._lie_integrate import on_group as lie_integrator
+from ._geometry import AbstractManifold, AbstractStateParts, Euclidean
 from ._solver._base import AbstractSolver
 from ._solver._projection import Projection
 from ._stabilization import AbstractStabilization
-from ._stages import assemble
+from ._stages import stages_at
 from ._system import LagrangianSystem, check_system
 from ._system_integrator import AbstractSystemIntegrator
 
@@ -41,11 +41,20 @@ class ConstrainedField(eqx.Module):
 
     def __call__(self, t, y: State, args) -> State:
         # value checks off: a singular state gives non-finite values, which the engine reports per
-        # trajectory instead of aborting the whole ensemble
-        stages = self.stabilization.modify_stages(assemble(self.system, y, t, checks=False))
-        m = self.system.manifold  # q̇ of the stored point (a group element's parameters)
-        q_dot = y.v if m is None else m.velocity_of_point(y.q, y.v)
+        # trajectory instead of aborting the whole ensemble; shapes were checked before tracing
+        stages = self.stabilization.modify_stages(stages_at(self.system, y, t, checks=False))
+        q_dot = self.system.manifold.velocity_of_point(y.q, y.v)  # of the stored point
         return State(q_dot, constrained_acceleration(stages, self.solver))
+
+
+class StateParts(AbstractStateParts):
+    """A `gm.State` is its point and its velocity (`AbstractStateParts`)."""
+
+    def split(self, y: State):
+        return y.q, y.v, None
+
+    def join(self, q, v, extra) -> State:
+        return State(q, v)
 
 
 class Diagnostics(eqx.Module):
@@ -98,6 +107,8 @@ class Solution(eqx.Module):
     - `position_residual`: $|h(t, q)|$ of the holonomic parts (zero without them), `(T,)`.
     - `stats`: diffrax's step counts per trajectory (`num_steps`, `num_accepted_steps`,
         `num_rejected_steps`).
+    - `manifold`: the system's configuration manifold (what the points `states.q` are points of:
+        `manifold.parameters(states.q)` gives their stored parameters).
 
     With `SaveAt(steps=True)` unused slots are `inf` (diffrax's convention).
     """
@@ -111,6 +122,7 @@ class Solution(eqx.Module):
     constraint_residual: Float[Array, "*B T"]
     position_residual: Float[Array, "*B T"]
     stats: dict
+    manifold: AbstractManifold = Euclidean()
 
     @classmethod
     def from_raw(
@@ -142,6 +154,7 @@ class Solution(eqx.Module):
         return cls(
             ts=raw.ts, states=raw.ys, result=result, failure=failure, t_final=raw.t_final, energy=E,
             constraint_residual=phi, position_residual=h, stats=raw.stats,
+            manifold=system.manifold,
         )
 
 
@@ -221,12 +234,9 @@ def simulate(
     check_time_interval(t0, t1)  # before the state's checks, which take t0 as their time
     batched = system.check_state(y0, t0)
     check_solver(system, solver)
-    if system.on_group and not isinstance(integrator, AbstractSystemIntegrator):
-        # Runge–Kutta–Munthe-Kaas in the chart centred at each step's start (a system integrator
-        # such as gm.VariationalIntegrator steps on the group itself)
-        integrator = lie_integrator(integrator, system.manifold, adjoint)
     run = prepare(
-        system, y0, t0, t1, name="simulate", batched=batched, extra=3, integrator=integrator,
+        system, y0, t0, t1, name="simulate", batched=batched, extra=3, parts=StateParts(),
+        integrator=integrator,
         saveat=saveat, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps,
         stepsize_controller=stepsize_controller, stabilization=stabilization, adjoint=adjoint,
         throw=throw, progress=progress, sharding=sharding, max_output_bytes=max_output_bytes,
@@ -268,7 +278,7 @@ def initial_failure(
     """The first precondition of `simulate` that `state` fails (the conditions of the table in
     `_checks` for `"simulate"`: finite, regular $M$ (2.6), (3.7), a work space of full rank,
     (3.19), on $\\mathcal{C}$, and with `acceleration` a finite $a_R$), or `Failure.none`."""
-    stages = assemble(system, state, t, checks=False)
+    stages = stages_at(system, state, t, checks=False)
     extra = {"acceleration": lambda: constrained_acceleration(stages, solver)} if acceleration else {}
     at = At(stages, point=state, scale=point_scale(system, state), **extra)
     return first_failure("simulate", at)

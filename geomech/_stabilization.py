@@ -14,6 +14,7 @@ import numpy as np
 from ._bundle import State
 from ._custom_types import RealScalarLike
 from ._dynamics import on_constraint
+from ._geometry import AbstractManifold, Euclidean
 from ._operators import AbstractMass, DenseMass, DenseRows, weighted_solve
 from ._stages import Stages
 from ._system import LagrangianSystem
@@ -133,30 +134,23 @@ def as_stabilization(stabilization) -> AbstractStabilization:
 
 
 def min_norm_newton(
-    residual: Callable, x, mass: AbstractMass, iterations: int, manifold=None,
+    residual: Callable, x, mass: AbstractMass, iterations: int, space: AbstractManifold
 ):
-    """Gauss–Newton on `residual(x) = 0` with the minimal $M$-norm update
-    $x \\leftarrow x - M^{-1}J^\\top(JM^{-1}J^\\top)^{-1} r(x)$, $J = \\partial r/\\partial x$.
-
-    On a Lie group (`manifold` given) each step is taken in the chart centred at the current
-    point (docs/lie_groups.md): $J = \\partial r(x \\oplus \\psi)/\\partial\\psi$ at $\\psi = 0$ and
-    $x \\leftarrow x \\oplus (-M^{-1}J^\\top(JM^{-1}J^\\top)^{-1} r(x))$.
+    """Gauss–Newton on `residual(x) = 0` with the minimal $M$-norm update, each step in the chart
+    of `space` centred at the current point (docs/lie_groups.md): $J = \\partial r(x \\oplus
+    \\psi)/\\partial\\psi$ at $\\psi = 0$ and $x \\leftarrow x \\oplus
+    (-M^{-1}J^\\top(JM^{-1}J^\\top)^{-1} r(x))$ ($x - \\ldots$ on coordinates).
 
     A fixed number of iterations (a `fori_loop` with static bounds), so it is reverse
     differentiable and vmaps without synchronising trajectories. `mass` is $M$ (`_operators`).
-    `x` is an array `(n,)`, or on a Lie group a point of it (a pytree).
     """
+    zero = jnp.zeros(mass.matrix.shape[0], mass.matrix.dtype)
 
     def body(_, x):
-        if manifold is None:
-            J, r = jax.jacfwd(lambda x_: (residual(x_), residual(x_)), has_aux=True)(x)
-        else:
-            local = lambda psi: residual(manifold.oplus(x, psi))
-            J, r = jax.jacfwd(lambda psi: (local(psi), local(psi)), has_aux=True)(
-                jnp.zeros(manifold.dim, jax.tree_util.tree_leaves(x)[0].dtype)
-            )
+        local = lambda psi: residual(space.oplus(x, psi))
+        J, r = jax.jacfwd(lambda psi: (local(psi), local(psi)), has_aux=True)(zero)
         _, step = weighted_solve(mass, DenseRows(J), DenseRows(J), r)
-        return x - step if manifold is None else manifold.oplus(x, -step)
+        return space.oplus(x, -step)
 
     return jax.lax.fori_loop(0, iterations, body, x)
 
@@ -172,12 +166,11 @@ def project_state(system: LagrangianSystem, state: State, t, iterations: int) ->
     q, v = state.q, state.v
     if system.position_residual(state, t).shape[0] > 0:
         h = lambda q_: system.position_residual(State(q_, v), t)
-        manifold = system.manifold if system.on_group else None  # the chart centred at q
-        q = min_norm_newton(h, q, solver_M(state), iterations, manifold)
+        q = min_norm_newton(h, q, solver_M(state), iterations, system.manifold)
     phi = lambda v_: system.constraint_residual(State(q, v_), t)
     # one Newton step is exact for constraints affine in v
     v_iterations = 1 if system.constraint.affine_in_v() else iterations
-    v = min_norm_newton(phi, v, solver_M(State(q, v)), v_iterations)
+    v = min_norm_newton(phi, v, solver_M(State(q, v)), v_iterations, Euclidean())
     return State(q, v)
 
 

@@ -18,6 +18,7 @@ from . import _linalg as la
 from ._bundle import State
 from ._checks import At, checked
 from ._custom_types import RealScalarLike
+from ._geometry import AbstractChart
 from ._linalg import null_space
 from ._operators import (
     AbstractGram,
@@ -31,7 +32,7 @@ from ._operators import (
     weighted_solve,
 )
 from ._sparsity import jaxpr_nonzero_pattern
-from ._system import LagrangianSystem, check_system, coordinate_force, mass_times
+from ._system import LagrangianSystem, check_system
 
 
 class Stages(eqx.Module):
@@ -39,10 +40,16 @@ class Stages(eqx.Module):
 
     `M a_U = Q`; `F0` is the known-work covector ($0$ for ideal constraints); `phi` is
     $\\phi(t, q, v)$; `A a = b` are the constraints on accelerations; `C` annihilates $\\mathcal{W}$.
+
+    `system` and `state` are written in `chart`, the chart centred at the state's point
+    (`LagrangianSystem.localized`): the system and state themselves on coordinate manifolds, the
+    body frame at $\\psi = 0$ on a group; a solver reads more of the user's functions through
+    `chart.pull` (e.g. `Kane(basis=fn)`).
     """
 
     system: LagrangianSystem
     state: State
+    chart: AbstractChart
     t: Float[Array, ""]
     # M, the rows of A and of C and how A M⁻¹ Cᵀ is formed, each an operator whose type
     # (`_operators`, chosen by `assemble` from the structure found at trace time) decides the
@@ -218,7 +225,8 @@ def _seeds(colors: tuple[int, ...], dtype) -> Array:
 def _lagrangian_derivatives(system: LagrangianSystem, t, q, v, colors: tuple[int, ...]):
     """$Q$ (2.10) and $M$ times the seeds of the colouring `colors` of the columns of $M$ (the
     identity when every column has its own)."""
-    return coordinate_force(system, t, q, v), mass_times(system, t, q, v, _seeds(colors, v.dtype))
+    form = system.form  # the Lagrangian's structure, chosen by its type (`_system.form_of`)
+    return form.force(system, t, q, v), form.mass_times(system, t, q, v, _seeds(colors, v.dtype))
 
 
 def _mass_and_force(system: LagrangianSystem, t, q, v):
@@ -278,12 +286,23 @@ def assemble(system: LagrangianSystem, state: State, t: RealScalarLike = 0.0, *,
     """
     check_system(system)
     system.check_shapes(state, t)
-    system, state = system.localized(state)  # on a Lie group: the chart centred at q (docs/lie_groups.md)
-    return _assemble(system, state, jnp.asarray(t, state.q.dtype), checks)
+    return stages_at(system, state, t, checks=checks)
+
+
+def stages_at(system: LagrangianSystem, state: State, t, *, checks: bool) -> Stages:
+    """`assemble` without its checks of the arguments (for callers that made them before
+    tracing): the system written in the chart centred at the state's point
+    (docs/lie_groups.md), then the stages there."""
+    chart = system.manifold.chart(state.q)
+    local = State(chart.origin, state.v)
+    t = jnp.asarray(t, state.v.dtype)
+    return _assemble(chart.system(system), local, chart, t, checks)
 
 
 @eqx.filter_jit
-def _assemble(system: LagrangianSystem, state: State, t, checks: bool) -> Stages:
+def _assemble(
+    system: LagrangianSystem, state: State, chart: AbstractChart, t, checks: bool
+) -> Stages:
     # a nested jit: every evaluation of the stages in one program (the integrator's stages, the
     # initial step, the precondition checks of `simulate`) reuses one trace
     q, v = state.q, state.v
@@ -305,7 +324,7 @@ def _assemble(system: LagrangianSystem, state: State, t, checks: bool) -> Stages
         A_rows, C_rows = rows_operator(A, A_pattern), columns_operator(C, C_pattern)
         gram = mass.gram(A_pattern, C_pattern)
     stages = Stages(
-        system=system, state=state, t=t, mass=mass, Q=Q, F0=F0, phi=phi, A_rows=A_rows, b=b,
+        system=system, state=state, chart=chart, t=t, mass=mass, Q=Q, F0=F0, phi=phi, A_rows=A_rows, b=b,
         C_rows=C_rows, gram=gram, ideal=ideal, checked=checks,
     )
     if not checks:

@@ -10,7 +10,7 @@ from jaxtyping import Array, Float, PyTree
 
 from ._bundle import State
 from ._custom_types import RealScalarLike
-from ._lie import Centred, Chart, is_point, local_coordinates, point_shape, user_chart
+from ._geometry import AbstractChart, AbstractManifold, point_difference, point_shape
 from ._linalg import rank_tolerance
 from ._stages import Stages
 from ._system import LagrangianSystem
@@ -22,20 +22,11 @@ class _GroupGenerators(eqx.Module):
 
     def __call__(self, q):
         g0 = jnp.zeros((self.dim,), jax.tree_util.tree_leaves(q)[0].dtype)
-        # ξ_Q(q) = d/ds φ(exp(sξ), q)|_{s=0}, one jvp per basis vector of the Lie algebra; on a
-        # Lie group in the velocity convention: d/ds ψ(s) with φ(exp(sξ), q) = q ⊕ ψ(s)
-        moved = lambda g: local_coordinates(q, self.phi(g, q)) if is_point(q) else self.phi(g, q)
+        # ξ_Q(q) = d/ds φ(exp(sξ), q)|_{s=0}, one jvp per basis vector of the Lie algebra, in the
+        # velocity convention: d/ds ψ(s) with φ(exp(sξ), q) = q ⊕ ψ(s) (ψ = φ - q on coordinates)
+        moved = lambda g: point_difference(q, self.phi(g, q))
         xi_Q = lambda xi: jax.jvp(moved, (g0,), (xi,))[1]
         return jax.vmap(xi_Q, out_axes=1)(jnp.eye(self.dim, dtype=g0.dtype))
-
-
-class _CentredGenerators(eqx.Module):
-    """Generators given on a Lie group, in the chart centred at a point (`Centred`, `"vectors"`)."""
-
-    centred: Centred
-
-    def __call__(self, psi):
-        return self.centred(None, psi)
 
 
 class LieAlgebraAction(eqx.Module):
@@ -74,7 +65,7 @@ class LieAlgebraAction(eqx.Module):
         """$\\Xi(q)$: the generators $\\xi_Q(q)$ as columns (`q` a point of a group, or a tuple
         of points, on a Lie group)."""
         X = jnp.asarray(self.generators(q))
-        n = point_shape(q)[1] if is_point(q) else q.shape[0]
+        n = point_shape(q)[1]
         if X.ndim != 2 or X.shape[0] != n:
             raise ValueError(
                 "the generators of a LieAlgebraAction must return an (n, r) = "
@@ -82,21 +73,26 @@ class LieAlgebraAction(eqx.Module):
             )
         return X
 
-    def localized(self, chart: Chart) -> "LieAlgebraAction":
-        """This action in the chart `chart` centred at a point of a Lie group: generators of
-        $\\psi$, columns $\\dot\\psi = \\mathrm{dexp}^{-1}_{-\\psi}\\,\\xi_Q(q \\oplus \\psi)$."""
-        return LieAlgebraAction(_CentredGenerators(chart(self.generators, "vectors", False)))
+    def on(self, chart: AbstractChart) -> "LieAlgebraAction":
+        """This action in `chart`, the chart a system's stages are written in
+        (`Stages.chart`): generators of the chart coordinates, $\\xi_Q(\\mathrm{point}(x))$,
+        whose columns keep the velocity convention (body velocities on a group)."""
+        return LieAlgebraAction(chart.pull(self.generators))
 
-    def on(self, system: LagrangianSystem) -> "LieAlgebraAction":
-        """This action in the chart the (possibly localized) `system` is written in: itself on
-        coordinates, `localized` for a system in the chart centred at a point of a group."""
-        local = user_chart(system)
-        return self if local is None else self.localized(local[0])
+    def lifted(
+        self, q, v, manifold: AbstractManifold
+    ) -> tuple[Float[Array, "n r"], Float[Array, "n r"]]:
+        """The generators of the lifted action on $TQ$: $\\xi_{TQ}(q, v) = (\\xi_Q(q),
+        D\\xi_Q(q)\\,v + [v, \\xi_Q(q)])$ with the bracket of `manifold`'s velocity frame (zero
+        for coordinate velocities; on a group the velocity of the moved curve $g_s(t)$ is
+        $g_s^{-1}\\dot g_s$, whose variation adds $\\mathrm{ad}_v\\xi_Q$ [Bloch2003, §5.2])."""
+        X, DXv, ad = self._lift_terms(q, v, manifold)
+        return X, DXv + ad
 
-    def lifted(self, q, v) -> tuple[Float[Array, "n r"], Float[Array, "n r"]]:
-        """The generators of the lifted action on $TQ$:
-        $\\xi_{TQ}(q, v) = (\\xi_Q(q), D\\xi_Q(q)\\,v)$."""
-        return jax.jvp(self, (q,), (v,))
+    def _lift_terms(self, q, v, manifold: AbstractManifold):
+        """$\\xi_Q(q)$, $D\\xi_Q(q)\\,v$ and $[v, \\xi_Q(q)]$ (`lifted`)."""
+        X, DXv = jax.jvp(self, (q,), (v,))
+        return X, DXv, jax.vmap(lambda x: manifold.bracket(v, x), in_axes=1, out_axes=1)(X)
 
     def g_W_projector(self, stages: Stages) -> Float[Array, "r r"]:
         """The orthogonal projector of $\\mathfrak{g} \\cong \\mathbb{R}^r$ onto
@@ -152,10 +148,10 @@ def nonholonomic_momentum(
 def invariance_defect(system: LagrangianSystem, t, q, v, action: LieAlgebraAction):
     """Whether $dL(\\xi_{TQ}) \\ne 0$ (beyond round-off) for a generator: the lifted action does
     not leave $L$ invariant at $(t, q, v)$ (hypothesis of Prop. 6, (4.13))."""
-    X, DXv = action.lifted(q, v)
+    X, DXv, ad = action._lift_terms(q, v, system.manifold)
     dLdq, dLdv = jax.grad(system.L, argnums=(1, 2))(t, q, v)
-    dL = dLdq @ X + dLdv @ DXv  # dL(ξ_Q, Dξ_Q v) for each generator, (4.13)
-    scale = jnp.abs(dLdq) @ jnp.abs(X) + jnp.abs(dLdv) @ jnp.abs(DXv)
+    dL = dLdq @ X + dLdv @ (DXv + ad)  # dL(ξ_TQ) for each generator, (4.13)
+    scale = jnp.abs(dLdq) @ jnp.abs(X) + jnp.abs(dLdv) @ (jnp.abs(DXv) + jnp.abs(ad))
     tol = 10 * rank_tolerance(q.dtype, q.shape[0])
     return jnp.any(jnp.abs(dL) > tol * scale + jnp.finfo(q.dtype).tiny)
 
@@ -174,6 +170,7 @@ def check_invariance(
     """Return `state` unchanged if $L$ is invariant under the lifted action at `state`
     (Prop. 6); raise an error otherwise (`eqx.error_if`, so it also works under `jit`)."""
     system.check_shapes(state, t)
-    local, at = system.localized(state)  # on a Lie group: the chart centred at state.q
-    bad = invariance_defect(local, jnp.asarray(t, state.v.dtype), at.q, at.v, action.on(local))
+    chart = system.manifold.chart(state.q)  # on a Lie group: the body frame at state.q
+    local, x = chart.system(system), chart.origin
+    bad = invariance_defect(local, jnp.asarray(t, state.v.dtype), x, state.v, action.on(chart))
     return eqx.error_if(state, bad, NOT_INVARIANT_MESSAGE)

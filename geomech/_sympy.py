@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ._constraint import AbstractConstraint, Constraint, HolonomicConstraint, Subspace
-from ._manifold import AbstractManifold
+from ._geometry import AbstractManifold
 from ._system import LagrangianSystem
 
 

@@ -1,5 +1,6 @@
 """The Lagrangian system: $L$, its mass matrix, energy, Legendre map, $\\omega_L$ and $X_U$."""
 
+import abc
 from collections.abc import Callable
 
 import equinox as eqx
@@ -12,8 +13,7 @@ from ._bundle import State, TangentVector, TwoForm
 from ._checks import check_time
 from ._constraint import AbstractConstraint, Subspace, TimeForm
 from ._custom_types import RealScalarLike
-from ._lie import Chart
-from ._manifold import AbstractManifold
+from ._geometry import AbstractChart, AbstractManifold, Euclidean
 
 
 def _depends_on_arguments(jaxpr, live_in=None) -> bool:
@@ -37,6 +37,128 @@ def _live_outputs(jaxpr, live_in=None) -> list[bool]:
     return [is_live(x) for x in jaxpr.outvars]
 
 
+class AbstractBodiesLagrangian(eqx.Module):
+    """A Lagrangian of rigid bodies, $L = \\sum_b \\tfrac12 m_b|u_b|^2 + \\tfrac12\\,\\omega_b^\\top
+    I_b\\,\\omega_b - U(q)$, with $u_b$ the spatial velocity of body $b$'s centre of mass and
+    $\\omega_b$ its angular velocity in its own axes, both linear in $v$ (`velocities`). Its
+    equations of motion are Kane's [KaneLevinson1985] — the Newton–Euler equations projected on
+    the partial velocities $\\partial u_b/\\partial v$, $\\partial\\omega_b/\\partial v$ — so $M$
+    and $Q$ take first derivatives only (`BodiesForm`), in any velocity frame (body velocities
+    on a group included). `gm.RigidBody.lagrangian(...)` and `gm.RollingBody` give such
+    Lagrangians; any other callable $L$ is differentiated as it is (`AutodiffForm`)."""
+
+    @abc.abstractmethod
+    def masses(self) -> Float[Array, " b"]:
+        """$m_b$."""
+
+    @abc.abstractmethod
+    def inertias(self) -> Float[Array, "b 3 3"]:
+        """$I_b$ about each centre of mass, in the body's axes."""
+
+    @abc.abstractmethod
+    def velocities(self, q, v) -> tuple[Float[Array, "b 3"], Float[Array, "b 3"]]:
+        """$(u_b, \\omega_b)$ at $(q, v)$, linear in $v$."""
+
+    @abc.abstractmethod
+    def potential(self, q) -> Float[Array, ""]:
+        """$U(q)$."""
+
+    def __call__(self, q, v) -> Float[Array, ""]:
+        u, w = self.velocities(q, v)
+        T = 0.5 * jnp.sum(self.masses() * jnp.sum(u * u, axis=-1))
+        T = T + 0.5 * jnp.einsum("bi,bij,bj->", w, self.inertias(), w)
+        return T - self.potential(q)
+
+
+class _BodiesInChart(AbstractBodiesLagrangian):
+    """A bodies Lagrangian written in a chart (`BodiesForm.pull`)."""
+
+    lagrangian: AbstractBodiesLagrangian
+    chart: AbstractChart
+
+    def masses(self):
+        return self.lagrangian.masses()
+
+    def inertias(self):
+        return self.lagrangian.inertias()
+
+    def velocities(self, q, v):
+        return self.lagrangian.velocities(self.chart.point(q), v)
+
+    def potential(self, q):
+        return self.lagrangian.potential(self.chart.point(q))
+
+
+class AbstractForm(eqx.Module):
+    """How $M$ and $Q$ of a Lagrangian are found: chosen once, by the Lagrangian's type, when
+    the system is built (`LagrangianSystem.form`)."""
+
+    @abc.abstractmethod
+    def pull(self, lagrangian, chart: AbstractChart, time_dependent: bool):
+        """`lagrangian` written in `chart` (`LagrangianSystem.in_chart`)."""
+
+    @abc.abstractmethod
+    def force(self, system: "LagrangianSystem", t, q, v) -> Float[Array, " n"]:
+        """$Q$ with $M a_U = Q$, $F^e$ included."""
+
+    @abc.abstractmethod
+    def mass_times(self, system: "LagrangianSystem", t, q, v, seeds: Float[Array, "s n"]):
+        """$M e$ for each row $e$ of `seeds`, `(s, n)`."""
+
+
+class AutodiffForm(AbstractForm):
+    """Any $L$: $M = \\partial^2 L/\\partial v^2$ by JVPs of $\\partial L/\\partial v$ and $Q$ by
+    the coordinate form (2.10) with Hamel's term of the velocity frame (`coordinate_force`)."""
+
+    def pull(self, lagrangian, chart, time_dependent):
+        return chart.pull(lagrangian, time_dependent)
+
+    def force(self, system, t, q, v):
+        return coordinate_force(system, t, q, v)
+
+    def mass_times(self, system, t, q, v, seeds):
+        return mass_times(system, t, q, v, seeds)
+
+
+class BodiesForm(AbstractForm):
+    """An `AbstractBodiesLagrangian`: Kane's equations [KaneLevinson1985],
+    $M = \\sum_b m_b B_b^\\top B_b + W_b^\\top I_b W_b$ and
+    $Q = -\\sum_b m_b B_b^\\top \\dot B_b v + W_b^\\top(I_b \\dot W_b v + \\omega_b \\times I_b\\omega_b)
+    - \\partial U/\\partial q + F^e$ with $u_b = B_b v$, $\\omega_b = W_b v$ and $\\dot B_b v$,
+    $\\dot W_b v$ their rates along the motion at fixed $v$ (one JVP)."""
+
+    def pull(self, lagrangian, chart, time_dependent):
+        return _BodiesInChart(lagrangian, chart)
+
+    @staticmethod
+    def _partial_velocities(L, q, v):
+        (u, w), (u_dot, w_dot) = jax.jvp(lambda x: L.velocities(x, v), (q,), (v,))
+        B, W = jax.jacfwd(lambda v_: L.velocities(q, v_))(v)  # (b, 3, n): ∂u/∂v, ∂ω/∂v
+        return u, w, u_dot, w_dot, B, W
+
+    def force(self, system, t, q, v):
+        L = system.lagrangian
+        u, w, u_dot, w_dot, B, W = self._partial_velocities(L, q, v)
+        m, I = L.masses(), L.inertias()
+        Iw = jnp.einsum("bij,bj->bi", I, w)
+        # the inertia forces -m u̇ and torques -(I ω̇ + ω × I ω) at a = 0, on the partial velocities
+        linear = jnp.einsum("b,bin,bi->n", m, B, u_dot)
+        angular = jnp.einsum("bin,bi->n", W, jnp.einsum("bij,bj->bi", I, w_dot) + jnp.cross(w, Iw))
+        return -linear - angular - jax.grad(L.potential)(q) + system.external_force(t, q, v)
+
+    def mass_times(self, system, t, q, v, seeds):
+        L = system.lagrangian
+        B, W = jax.jacfwd(lambda v_: L.velocities(q, v_))(v)
+        M = jnp.einsum("b,bin,bim->nm", L.masses(), B, B)
+        M = M + jnp.einsum("bin,bij,bjm->nm", W, L.inertias(), W)
+        return seeds @ M
+
+
+def form_of(lagrangian) -> AbstractForm:
+    """The form of `lagrangian` (chosen once, `LagrangianSystem`)."""
+    return BodiesForm() if isinstance(lagrangian, AbstractBodiesLagrangian) else AutodiffForm()
+
+
 def check_system(system) -> None:
     """A `TypeError` unless `system` is a `LagrangianSystem` (before tracing)."""
     if not isinstance(system, LagrangianSystem):
@@ -58,7 +180,9 @@ class LagrangianSystem(eqx.Module):
         `None` means $\\mathcal{W} = \\mathcal{D}$ (ideal constraints, Četaev).
     - `known_work`: $F^0$ `(q, v) -> (n,)`, a covector with $F^c(u) = F^0(u)$ for $u \\in \\mathcal{W}$
         (non-ideal constraints with known work, (5.41)–(5.44)).
-    - `manifold`: the configuration manifold; `Euclidean(n)` with `n` from the state by default.
+    - `manifold`: the configuration manifold (`gm.Euclidean(n)`, `gm.Circle()`, `gm.SO3()`,
+        `gm.SE3()`, `gm.SE2()`, `gm.Product(...)`); `None` is `gm.Euclidean()`, $\\mathbb{R}^n$
+        with $n$ from the state.
     - `time_dependent`: if `True`, every user function above takes `t` as its first argument.
     """
 
@@ -67,8 +191,9 @@ class LagrangianSystem(eqx.Module):
     constraint: AbstractConstraint | None
     work_space: Subspace | None
     known_work: Callable | None
-    manifold: AbstractManifold | None
+    manifold: AbstractManifold
     time_dependent: bool = eqx.field(static=True)
+    form: AbstractForm
 
     def __init__(
         self,
@@ -92,12 +217,19 @@ class LagrangianSystem(eqx.Module):
         self.constraint = constraint
         self.work_space = work_space
         self.known_work = known_work
-        self.manifold = manifold
+        self.manifold = Euclidean() if manifold is None else manifold
+        self.form = form_of(lagrangian)
         self.time_dependent = time_dependent
 
     def __check_init__(self):
         if not callable(self.lagrangian):
             raise TypeError("lagrangian must be a callable L(q, v) (or L(t, q, v)).")
+        if self.time_dependent and isinstance(self.form, BodiesForm):
+            raise TypeError(
+                "a bodies Lagrangian (gm.RigidBody.lagrangian, gm.RollingBody) is L(q, v); with "
+                "time_dependent=True every user function takes t first: give the time-dependent "
+                "parts as functions of (t, q, v) in a Lagrangian of your own."
+            )
         if self.constraint is not None and not isinstance(self.constraint, AbstractConstraint):
             raise TypeError(
                 "constraint must be a gm.Constraint, gm.HolonomicConstraint, gm.LinearConstraint or "
@@ -114,7 +246,7 @@ class LagrangianSystem(eqx.Module):
             f = getattr(self, name)
             if f is not None and not callable(f):
                 raise TypeError(f"{name} must be a callable returning an (n,) covector.")
-        if self.manifold is not None and not isinstance(self.manifold, AbstractManifold):
+        if not isinstance(self.manifold, AbstractManifold):
             raise TypeError(
                 "manifold must be a gm.Euclidean(n), gm.Circle(), gm.SO3(), gm.SE3(), gm.SE2() or "
                 "gm.Product(...)."
@@ -152,52 +284,53 @@ class LagrangianSystem(eqx.Module):
             return jnp.zeros_like(v)
         return jnp.asarray(self.in_tqv_form(self.known_work)(t, q, v))
 
-    @property
-    def on_group(self) -> bool:
-        """Whether the configuration space has a Lie-group factor (points are not coordinates)."""
-        return self.manifold is not None and not self.manifold.coordinates
-
     def localized(self, state: State) -> tuple["LagrangianSystem", State]:
-        """This system in the chart centred at `state.q` and the state there, $(\\psi = 0, v)$
-        (docs/lie_groups.md): every function $f(q, v)$ becomes $f(q \\oplus \\psi,
-        \\mathrm{dexp}(\\psi, \\dot\\psi))$, covectors transformed alike. The system itself on
-        coordinate manifolds (ℝⁿ, S¹)."""
-        if not self.on_group:
-            return self, state
-        chart, td = Chart(self.manifold, state.q), self.time_dependent
-        local = lambda f, kind: None if f is None else chart(f, kind, td)
-        system = LagrangianSystem(
-            local(self.lagrangian, "qv"),
-            force=local(self.force, "covector"),
+        """This system in the chart centred at `state.q` and the state there (docs/lie_groups.md):
+        itself on coordinate manifolds (ℝⁿ, S¹), where the chart is the identity; on a group the
+        system in the body frame at $\\psi = 0$ (`in_chart`)."""
+        chart = self.manifold.chart(state.q)
+        return chart.system(self), State(chart.origin, state.v)
+
+    def in_chart(self, chart: AbstractChart) -> "LagrangianSystem":
+        """This system written in `chart` (`AbstractChart.system`): every user function read at
+        the chart's point, $\\ell(x, v) = L(\\mathrm{point}(x), v)$ and alike, on the chart's
+        `frame` (whose bracket gives the Hamel term of `coordinate_force`)."""
+        td = self.time_dependent
+        local = lambda f: None if f is None else chart.pull(f, td)
+        return LagrangianSystem(
+            self.form.pull(self.lagrangian, chart, td),
+            force=local(self.force),
             constraint=None if self.constraint is None else self.constraint.localized(chart),
             work_space=None if self.work_space is None else self.work_space.localized(chart),
-            known_work=local(self.known_work, "covector"),
-            time_dependent=True,
+            known_work=local(self.known_work),
+            manifold=chart.frame,
+            time_dependent=td,
         )
-        return system, State(jnp.zeros_like(state.v), state.v)
 
     def dim(self, state: State) -> int:
-        return self.manifold.dim if self.manifold is not None else state.q.shape[-1]
+        return state.v.shape[-1]
 
     def check_shapes(self, state: State, t: RealScalarLike = 0.0) -> int:
-        """Check the shapes of $L$, $F^e$, $\\phi$, $\\mathcal{W}$, $F^0$ against `state`; return $k$.
+        """Check the point against the manifold and the shapes of $L$, $F^e$, $\\phi$,
+        $\\mathcal{W}$, $F^0$ against `state` (in the chart centred at its point); return $k$.
 
         Raises `ValueError` (before any tracing) with a message naming the mismatch.
         """
         if not isinstance(state, State):
             raise TypeError(f"expected a gm.State(q, v), got {type(state).__name__}.")
         check_time(t, "t")
-        if self.on_group:  # the shapes of the functions in the chart centred at q
-            self.manifold.check(state.q)
-            return LagrangianSystem.check_shapes(*self.localized(state), t)
-        if state.q.ndim != 1:
+        self.manifold.check(state.q)
+        if state.v.shape != (self.manifold.dim or state.v.shape[0],):
             raise ValueError(
-                f"got a state with q of shape {state.q.shape}; these functions take one point of TQ "
-                "with q of shape (n,): batch with jax.vmap (simulate accepts a leading batch axis)."
+                f"v has shape {state.v.shape} but the manifold {self.manifold} has dimension "
+                f"{self.manifold.dim}: pass v of shape ({self.manifold.dim},)."
             )
+        local, at = self.localized(state)
+        return local._function_shapes(at, t)
+
+    def _function_shapes(self, state: State, t) -> int:
+        """The shape checks of `check_shapes` in the chart (coordinates `state.q`)."""
         n = state.q.shape[0]
-        if self.manifold is not None:
-            self.manifold.check(state.q)
         sq = jax.ShapeDtypeStruct((n,), state.q.dtype)
         st = jax.ShapeDtypeStruct((), state.q.dtype)
 
@@ -269,20 +402,17 @@ class LagrangianSystem(eqx.Module):
         )
 
     def check_state(self, state: State, t: RealScalarLike = 0.0) -> bool:
-        """`check_shapes` for one state `(n,)` or a batch `(B, n)`; returns whether it is batched."""
+        """`check_shapes` for one state or a batch with one leading axis `B`; returns whether it
+        is batched."""
         if not isinstance(state, State):
             raise TypeError(f"expected a gm.State(q, v), got {type(state).__name__}.")
-        if self.on_group and state.v.ndim in (1, 2):
-            batched = state.v.ndim == 2
-            self.check_shapes(jax.tree_util.tree_map(lambda x: x[0], state) if batched else state, t)
-            return batched
-        if state.q.ndim not in (1, 2):
+        if state.v.ndim not in (1, 2):
             raise ValueError(
-                f"the state has q of shape {state.q.shape}: give one state with q of shape (n,) or "
-                "a batch with a single leading axis, (B, n)."
+                f"the state has v of shape {state.v.shape}: give one state (v of shape (n,)) or "
+                "a batch with a single leading axis (v of shape (B, n), q alike)."
             )
-        batched = state.q.ndim == 2
-        if batched and state.q.shape[0] == 0:
+        batched = state.v.ndim == 2
+        if batched and state.v.shape[0] == 0:
             raise ValueError("the state is an empty batch (B = 0).")
         self.check_shapes(jax.tree_util.tree_map(lambda x: x[0], state) if batched else state, t)
         return batched
@@ -320,7 +450,8 @@ class LagrangianSystem(eqx.Module):
     def generalized_force(self, state: State, t: RealScalarLike = 0.0) -> Float[Array, " n"]:
         """$Q$ with $M a_U = Q$: $\\partial L/\\partial q - (\\partial^2 L/\\partial v \\partial q) v
         - \\partial_t \\partial L/\\partial v + F^e$ (the coordinate form (2.10) of (2.9))."""
-        return coordinate_force(self, jnp.asarray(t, state.q.dtype), state.q, state.v)
+        local, at = self.localized(state)  # on a group: Hamel's form in the body frame
+        return coordinate_force(local, jnp.asarray(t, at.v.dtype), at.q, at.v)
 
     def energy_differential(self, state: State, t: RealScalarLike = 0.0) -> Float[Array, " two_n"]:
         """$dE_L$ as a 1-form on $TQ$ ($2n$ components)."""
@@ -345,19 +476,17 @@ class LagrangianSystem(eqx.Module):
 
     def constraint_residual(self, state: State, t: RealScalarLike = 0.0) -> Float[Array, " k"]:
         """$\\phi(t, q, v)$ (empty if unconstrained)."""
-        if self.on_group:
-            return LagrangianSystem.constraint_residual(*self.localized(state), t)
         if self.constraint is None:
-            return jnp.zeros((0,), state.q.dtype)
-        return self.constraint.residual(t, state.q, state.v)
+            return jnp.zeros((0,), state.v.dtype)
+        local, at = self.localized(state)
+        return local.constraint.residual(t, at.q, at.v)
 
     def position_residual(self, state: State, t: RealScalarLike = 0.0) -> Float[Array, " m"]:
         """$h(t, q)$ of the holonomic constraints (empty if there are none)."""
-        if self.on_group:
-            return LagrangianSystem.position_residual(*self.localized(state), t)
         if self.constraint is None:
-            return jnp.zeros((0,), state.q.dtype)
-        return self.constraint.position_residual(t, state.q)
+            return jnp.zeros((0,), state.v.dtype)
+        local, at = self.localized(state)
+        return local.constraint.position_residual(t, at.q)
 
 
 # -- the coordinate form (2.10): the one derivation of M and Q, shared with `assemble` ------------
@@ -372,11 +501,15 @@ def mass_times(system: LagrangianSystem, t, q, v, seeds: Float[Array, "s n"]) ->
 
 
 def coordinate_force(system: LagrangianSystem, t, q, v) -> Float[Array, " n"]:
-    """$Q = \\partial L/\\partial q - \\frac{d}{dt}\\big|_v \\partial L/\\partial v + F^e$ with
-    $M a_U = Q$ (the coordinate form (2.10) of (2.9))."""
+    """$Q = \\partial L/\\partial q - \\frac{d}{dt}\\big|_v \\partial L/\\partial v +
+    \\mathrm{ad}_v^*\\,\\partial L/\\partial v + F^e$ with $M a_U = Q$: the coordinate form (2.10)
+    of (2.9), plus Hamel's term of the velocity frame, zero for coordinate velocities and
+    $\\mathrm{ad}_v^\\top p$ for the body velocities of a system written in the chart centred
+    at a point of a group ([Bloch2003, §5.2], `_geometry._centred`)."""
     dL = jax.grad(system.L, argnums=(1, 2))
     # d/dt|_v ∂L/∂v along (t, q) -> (t + s, q + s v): the mixed and ∂_t terms of (2.10) at once, a
     # JVP in (t, q) at fixed v, so that a second v-derivative that is not finite (L not twice
     # differentiable in v) shows in M only, not in Q
-    (Lq, _), (_, mixed) = jax.jvp(lambda t_, q_: dL(t_, q_, v), (t, q), (jnp.ones_like(t), v))
-    return Lq - mixed + system.external_force(t, q, v)
+    (Lq, p), (_, mixed) = jax.jvp(lambda t_, q_: dL(t_, q_, v), (t, q), (jnp.ones_like(t), v))
+    hamel = jax.linear_transpose(lambda w: system.manifold.bracket(v, w), v)(p)[0]  # ad_vᵀ p
+    return Lq - mixed + hamel + system.external_force(t, q, v)

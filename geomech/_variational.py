@@ -56,7 +56,6 @@ from jaxtyping import Array, Float
 
 from ._bundle import State
 from ._constraint import NO_DISCRETE_FORM
-from ._lie import Chart
 from ._system import LagrangianSystem
 from ._system_integrator import AbstractSystemIntegrator
 
@@ -234,7 +233,7 @@ class DiscreteMechanicsSolver(diffrax.AbstractSolver):
 
     def advance(self, q0, dq):
         """$q_0 \\oplus \\Delta q$: $q_0 + \\Delta q$ in coordinates, $q_0\\exp(\\Delta q)$ on a group."""
-        return self.system.manifold.oplus(q0, dq) if self.system.on_group else q0 + dq
+        return self.system.manifold.oplus(q0, dq)
 
     def discrete_lagrangian(self, t0, q0, dt, dq) -> Float[Array, ""]:
         """$L_d(q_0, q_0 \\oplus \\Delta q)$ over $[t_0, t_0 + \\Delta t]$ ([MW] Part 2), written in
@@ -257,10 +256,9 @@ class DiscreteMechanicsSolver(diffrax.AbstractSolver):
             f0, f1 = F(t0, q0, v), F(t0 + dt, self.advance(q0, dq), v)
             return dt / 2 * (f0 @ eta0 + f1 @ eta1)
         f = F(t0 + dt / 2, self.advance(q0, dq / 2), v)
-        if not self.system.on_group:
-            return dt / 2 * f @ (eta0 + eta1)
         m = self.system.manifold
-        # at s = 1/2 with Ad_{exp(-x)} = J_r(x) J_r(-x)⁻¹ (J_r(x) = ∫₀¹ Ad_{exp(-sx)} ds)
+        # at s = 1/2 with Ad_{exp(-x)} = J_r(x) J_r(-x)⁻¹ (J_r(x) = ∫₀¹ Ad_{exp(-sx)} ds); the
+        # mean (η₀ + η₁)/2 in coordinates, where dexp is the identity
         w = m.dexp(dq / 2, m.dexp_inverse(-dq / 2, eta0) + self.increment_variation(dq, eta0, eta1) / 2)
         return dt * f @ w
 
@@ -269,9 +267,7 @@ class DiscreteMechanicsSolver(diffrax.AbstractSolver):
         \\Delta q$: $\\eta_1 - \\eta_0$ in coordinates; on a group, with $\\delta q_i = q_i\\eta_i$,
         $\\mathrm{dexp}_{-\\Delta q}\\delta(\\Delta q) = \\eta_1 - \\mathrm{Ad}_{\\exp(-\\Delta q)}\\eta_0$, so
         $\\delta(\\Delta q) = J_r(\\Delta q)^{-1}\\eta_1 - J_r(-\\Delta q)^{-1}\\eta_0$ ([BouRabeeMarsden2009])."""
-        if not self.system.on_group:
-            return eta1 - eta0
-        m = self.system.manifold
+        m = self.system.manifold  # η₁ - η₀ in coordinates, where dexp is the identity
         return m.dexp_inverse(dq, eta1) - m.dexp_inverse(-dq, eta0)
 
     def discrete_momenta(self, t0, q0, dt, dq) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
@@ -297,11 +293,9 @@ class DiscreteMechanicsSolver(diffrax.AbstractSolver):
         chart centred at $q_0$: $h(q_0\\exp\\Delta q)$ on holonomic rows,
         $A(q_0\\exp\\tfrac{\\Delta q}{2})\\,\\Delta q/h + c$ on linear ones (the body velocity of
         the step is $\\Delta q/h$ all along it)."""
-        constraint = self.system.constraint
-        if not self.system.on_group:
-            return constraint.discrete_residual(t0, q0, dt, dq)
-        local = constraint.localized(Chart(self.system.manifold, q0))
-        return local.discrete_residual(t0, jnp.zeros_like(dq), dt, dq)
+        chart = self.system.manifold.chart(q0)  # the identity chart on coordinates
+        local = chart.system(self.system).constraint
+        return local.discrete_residual(t0, chart.origin, dt, dq)
 
     def constraint_covectors(self, t, q, v) -> Float[Array, "k n"]:
         """$A = \\partial\\phi/\\partial v$ (rows $Dh$ for holonomic constraints; independent of $v$
@@ -404,10 +398,11 @@ class _PartialStepInterpolation(diffrax.AbstractLocalInterpolation):
             self.direction * self.t0, self.y0, self.direction * s_safe
         )
         c = s_safe / full
-        if self.solver.system.on_group:  # the nearer end, a point of the group
-            linear = jtu.tree_map(lambda a, b: jnp.where(c < 0.5, a, b), self.y0, self.y1)
-        else:
-            linear = jtu.tree_map(lambda a, b: a + c * (b - a), self.y0, self.y1)
+        # along the chart centred at y0's point (a straight line in coordinates, the geodesic
+        # q0 exp(c (q1 ⊖ q0)) on a group)
+        chart = self.solver.system.manifold.chart(self.y0.q)
+        x0, x1 = chart.origin, chart.coordinates(self.y1.q)
+        linear = State(chart.point(x0 + c * (x1 - x0)), self.y0.v + c * (self.y1.v - self.y0.v))
         converged = diffrax.is_successful(result)
         y = jtu.tree_map(lambda a, b: jnp.where(converged, a, b), y, linear)
         y = jtu.tree_map(lambda a, b: jnp.where(s >= full, b, a), y, self.y1)

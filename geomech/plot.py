@@ -20,11 +20,16 @@ import warnings
 from collections.abc import Callable, Sequence
 
 import jax
-import jaxlie
 import numpy as np
 
 from . import _animation, _browser
 from ._animation import Animation as Animation
+from ._geometry import (
+    AbstractCoordinateManifold,
+    angular_velocity_indices,
+    attitude,
+    point_parameters,
+)
 from ._mesh import Mesh as Mesh
 from ._scene import Scene as Scene
 
@@ -49,14 +54,13 @@ def point_array(q) -> np.ndarray:
     as they are; on a Lie group the `jaxlie` element's parameters (the quaternion `wxyz` of an
     SO(3), `wxyz_xyz` of an SE(3)), the factors of a product concatenated in order
     (`(R, x)` -> `(w, x, y, z, x₁, x₂, x₃)`)."""
-    if isinstance(q, tuple):  # a product's factors
-        return np.concatenate([point_array(p) for p in q], axis=-1)
-    return np.asarray(q.parameters() if hasattr(q, "parameters") else q)
+    return np.asarray(point_parameters(q))
 
 
-def _on_group(sol) -> bool:
-    q = sol.states.q
-    return isinstance(q, tuple) or hasattr(q, "parameters")
+def _rates(sol) -> bool:
+    """Whether the velocities of `sol` are the rates $\\dot q$ of its coordinates (on a
+    coordinate manifold; a group's are body velocities, named as they are)."""
+    return isinstance(sol.manifold, AbstractCoordinateManifold)
 
 
 def _batched(x, ndim):
@@ -100,7 +104,7 @@ def trajectory(
     ys = _batched(sol.states.v if velocities else point_array(sol.states.q), 2)
     n = ys.shape[-1]
     names = _labels(labels, n, "v" if velocities else "q")
-    if velocities and labels is not None and not _on_group(sol):
+    if velocities and labels is not None and _rates(sol):
         names = [f"d{name}/dt" for name in names]
     coordinates = range(n) if coordinates is None else coordinates
     ax = _axes(ax)
@@ -196,7 +200,7 @@ def ensemble(
     ys = _reached(_batched(sol.states.v if velocities else point_array(sol.states.q), 2))
     B, _, n = ys.shape
     names = _labels(labels, n, "v" if velocities else "q")
-    derivative = velocities and not _on_group(sol)  # on a group `labels` name v's components
+    derivative = velocities and _rates(sol)  # on a group `labels` name v's components
     if derivative and labels is not None:
         names = [f"d{name}/dt" for name in names]
     units = _units(units, n, time_unit, derivative)
@@ -342,7 +346,7 @@ def summary(sol, *, labels=None, title: str | None = None):
     """
     plt = _pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), constrained_layout=True)
-    if _on_group(sol):
+    if not _rates(sol):
         trajectory(sol, ax=axes[0])
         trajectory(sol, labels=labels, velocities=True, ax=axes[1])
         axes[1].set_title("velocity", fontsize="medium")
@@ -569,23 +573,7 @@ def export_frames(
 def _rotations(q):
     """The rotation matrices `(..., 3, 3)` of saved configurations on SO(3), SE(3), or a product
     whose first factor is one of them."""
-    if isinstance(q, tuple):
-        q = q[0]
-    if isinstance(q, jaxlie.SE3):
-        q = q.rotation()
-    if not isinstance(q, jaxlie.SO3):
-        raise ValueError(
-            "this plot needs configurations on gm.SO3(), gm.SE3() or a gm.Product whose first "
-            f"factor is one of them; got {type(q).__name__}."
-        )
-    return np.asarray(q.as_matrix())
-
-
-def _angular_indices(q) -> tuple[int, int, int]:
-    """Where the body angular velocity sits in the flat velocity: after the linear part on SE(3)
-    (jaxlie's order), first otherwise."""
-    first = q[0] if isinstance(q, tuple) else q
-    return (3, 4, 5) if isinstance(first, jaxlie.SE3) else (0, 1, 2)
+    return np.asarray(attitude(q))
 
 
 def angular_velocity(sol, *, time_unit: str = "s", ax=None):
@@ -596,7 +584,7 @@ def angular_velocity(sol, *, time_unit: str = "s", ax=None):
     **Returns:** the `Axes`.
     """
     _rotations(sol.states.q)  # the configuration space, checked
-    w = _reached(_batched(sol.states.v, 2))[..., list(_angular_indices(sol.states.q))]
+    w = _reached(_batched(sol.states.v, 2))[..., list(angular_velocity_indices(sol.states.q))]
     ts = _reached(_batched(sol.ts, 1))
     ax = _axes(ax)
     B = w.shape[0]

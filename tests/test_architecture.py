@@ -185,3 +185,105 @@ def test_no_isinstance_switches_on_concrete_classes(module):
                 f"{path.name}:{node.lineno} switches on {sorted(names & CONCRETE)}: ask the object "
                 "through a method of its abstract class instead"
             )
+
+
+# -- equinox's abstract/final rule, and the manifold answers for itself ---------------------------
+
+
+def _geomech_classes():
+    """Every class defined in geomech (importing each module)."""
+    import importlib
+    import inspect
+
+    seen = {}
+    for module, _, _ in MODULES:
+        mod = importlib.import_module(module)
+        for _, cls in inspect.getmembers(mod, inspect.isclass):
+            if cls.__module__.startswith("geomech") and cls.__module__ == mod.__name__:
+                seen[f"{cls.__module__}.{cls.__qualname__}"] = cls
+    return seen
+
+
+def _overrides(classes) -> list[str]:
+    """`Class.name` for every method or property of a geomech class that replaces a concrete
+    (non-abstract) one of a geomech base class (dunders other than `__call__` aside: equinox and
+    dataclasses write those)."""
+    found = []
+    for name, cls in classes.items():
+        for attr, value in vars(cls).items():
+            if attr.startswith("__") and attr != "__call__":
+                continue
+            if not callable(value) and not isinstance(value, property | classmethod | staticmethod):
+                continue
+            for base in cls.__mro__[1:]:
+                if not base.__module__.startswith("geomech") or attr not in vars(base):
+                    continue
+                if not getattr(vars(base)[attr], "__isabstractmethod__", False):
+                    found.append(f"{name}.{attr} overrides {base.__qualname__}.{attr}")
+                break
+    return found
+
+
+def test_no_concrete_method_is_overridden():
+    """Abstract classes declare, concrete classes are final (equinox's rule, DESIGN §4): no method
+    of a geomech class replaces a concrete one of its geomech base classes."""
+    offenders = _overrides(_geomech_classes())
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_override_check_can_fail():
+    import equinox as eqx
+
+    class Base(eqx.Module):
+        def f(self):
+            return 1
+
+    class Derived(Base):
+        def f(self):
+            return 2
+
+    Base.__module__ = Derived.__module__ = "geomech.fake"
+    assert _overrides({"Derived": Derived}) == ["Derived.f overrides Base.f"]
+
+
+# the questions "is this a group / coordinates?" outside the geometry wing: isinstance tests
+# against manifold or jaxlie classes, and the old predicates
+_MANIFOLD_CLASSES = {
+    "AbstractCoordinateManifold", "AbstractLieGroup", "SO3", "SE3", "SE2",
+    "Euclidean", "Circle", "Product", "BodyFrame", "MatrixLieGroup", "LieGroup",
+}
+_PREDICATES = {"on_group", "is_point", "user_chart", "coordinates_only"}
+_POINT_ATTRIBUTES = {"parameters", "group", "translation", "rotation", "factors", "wxyz"}
+
+
+def _group_branches(tree) -> list[int]:
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
+            names = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+            names |= {n.attr for n in ast.walk(node.args[1]) if isinstance(n, ast.Attribute)}
+            if names & _MANIFOLD_CLASSES or "jaxlie" in ast.unparse(node.args[1]):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "hasattr":
+            attr = node.args[1]
+            if isinstance(attr, ast.Constant) and attr.value in _POINT_ATTRIBUTES:
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Attribute) and node.attr in _PREDICATES:
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Name) and node.id in _PREDICATES:
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Compare) and "manifold is None" in ast.unparse(node):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_callers_ask_the_manifold():
+    """Outside the geometry wing (`geomech/_geometry/`) at most 10 places ask what kind of
+    manifold a system lives on; everything else calls the manifold (docs/architecture.md)."""
+    sites = [
+        f"{module}:{line}"
+        for module, _, tree in MODULES
+        if not module.startswith("geomech._geometry")
+        for line in _group_branches(tree)
+    ]
+    assert len(sites) <= 10, f"{len(sites)} group branches outside the wing:\n" + "\n".join(sites)

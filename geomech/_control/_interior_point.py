@@ -214,7 +214,7 @@ def solve_nlp(T: Transcription, solver: InteriorPoint, q_init, w_init) -> tuple[
     # the starting point strictly inside the bounds (coordinates of q and w)
     v0 = push_inside(T.bound_values(q_init, w_init), lower, upper)
     w_init = v0[:, lay.n :]
-    if not T.problem.system.on_group:
+    if T.problem.has_coordinates:
         q_init = q_init.at[1:].set(jnp.where(free[:, : lay.n] > 0, v0[:, : lay.n], q_init[1:]))
 
     def merit_parts(q, w, sigma_f, d):

@@ -10,7 +10,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PyTree
 
 from .._bundle import State
-from .._lie import point_shape
+from .._geometry import AbstractCoordinateManifold, point_shape
 from .._system import LagrangianSystem, check_system
 from .._variational import VariationalIntegrator
 
@@ -156,22 +156,22 @@ class OptimalControlProblem(eqx.Module):
     def free_time(self) -> bool:
         return isinstance(self.horizon, FreeHorizon)
 
+    @property
+    def has_coordinates(self) -> bool:
+        """Whether $Q$ has coordinates (ℝⁿ, S¹) that `state_bounds` can bound (asked once)."""
+        return isinstance(self.system.manifold, AbstractCoordinateManifold)
+
     def dim(self) -> int:
         """$n = \\dim Q$."""
-        if self.system.on_group:
-            return point_shape(self.q0)[1]
-        return int(jnp.shape(self.q0)[-1])
+        return point_shape(self.q0)[1]
 
     def check(self) -> tuple[int, int]:
         """Check shapes and configuration (before tracing); return $(n, k)$."""
         system = self.system
-        if system.on_group:
+        try:
             system.manifold.check(self.q0)
-        elif jnp.ndim(self.q0) != 1:
-            raise ValueError(
-                f"q0 must be one configuration of shape (n,), got shape {jnp.shape(self.q0)} "
-                "(batch problems with jax.vmap)."
-            )
+        except ValueError as e:
+            raise ValueError(f"q0 must be one configuration (batch problems with jax.vmap): {e}") from None
         n = self.dim()
         state = State(self.q0, jnp.zeros(n, problem_dtype(self)))
         k = system.check_shapes(state, self.t0)
@@ -183,10 +183,9 @@ class OptimalControlProblem(eqx.Module):
             if v is not None and jnp.shape(v) != (n,):
                 raise ValueError(f"{name} must have shape ({n},), got {jnp.shape(v)}.")
         if self.qf is not None:
-            if system.on_group:
-                system.manifold.check(self.qf)
-            elif jnp.shape(self.qf) != (n,):
-                raise ValueError(f"qf must have shape ({n},), got {jnp.shape(self.qf)}.")
+            system.manifold.check(self.qf)
+            if point_shape(self.qf)[1] != n:
+                raise ValueError(f"qf must be a point of dimension {n}, as q0.")
         m = self.num_controls
         u = jnp.zeros(m, problem_dtype(self))
         try:
@@ -219,7 +218,7 @@ class OptimalControlProblem(eqx.Module):
             lo, hi = (_concrete_array(b) for b in bounds)
             if lo is not None and hi is not None and not np.all(lo < hi):
                 raise ValueError(f"{name}: every lower bound must be below its upper bound.")
-        if self.state_bounds is not None and system.on_group:
+        if self.state_bounds is not None and not self.has_coordinates:
             raise ValueError(
                 "state_bounds bound the coordinates of q and exist on coordinate manifolds "
                 "(ℝⁿ, S¹) only; on a Lie group put a bound into the costs or the constraints."

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PyTree
 
 from .._bundle import State
+from .._geometry import point_shape
 from ._blocktri import factor
 from ._interior_point import (
     ControlResult,
@@ -110,12 +111,9 @@ def _check_guess(T: Transcription, guess_q, guess_u):
                 f"guess_q must hold the {lay.N} node configurations stacked on a leading axis."
             )
         first = take(guess_q, 0)
-        if T.problem.system.on_group:
-            T.problem.system.manifold.check(first)
-        elif jnp.shape(first) != (lay.n,):
-            raise ValueError(
-                f"guess_q must have shape ({lay.N}, {lay.n}), got {jnp.shape(guess_q)}."
-            )
+        T.problem.system.manifold.check(first)
+        if point_shape(first)[1] != lay.n:
+            raise ValueError(f"guess_q's configurations must have dimension {lay.n}.")
 
 
 @eqx.filter_custom_jvp

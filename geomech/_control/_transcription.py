@@ -39,25 +39,18 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._bundle import State
-from .._lie import local_coordinates
 from .._variational import DiscreteMechanicsSolver
 from ._problem import OptimalControlProblem
 
 
 def oplus(problem: OptimalControlProblem, q, psi):
     """$q \\oplus \\psi$ for one point."""
-    m = problem.system.manifold
-    return q + psi if m is None else m.oplus(q, psi)
+    return problem.system.manifold.oplus(q, psi)
 
 
 def ominus(problem: OptimalControlProblem, qa, qb):
     """$q_b \\ominus q_a$: $\\psi$ with $q_b = q_a \\oplus \\psi$ for one pair of nearby points."""
-    m = problem.system.manifold
-    if m is None:
-        return qb - qa
-    if m.coordinates:
-        return m.wrap(qb - qa)
-    return local_coordinates(qa, qb)
+    return problem.system.manifold.ominus(qb, qa)
 
 
 def take(tree, index):
@@ -330,7 +323,7 @@ class Transcription(eqx.Module):
         """The values that the bounds apply to: the coordinates of $q_{k+1}$ (coordinate
         manifolds) and $w$."""
         lay = self.layout
-        if self.problem.system.on_group:
+        if not self.problem.has_coordinates:
             qv = jnp.zeros((lay.stages, lay.n), w.dtype)
         else:
             qv = jnp.asarray(q, w.dtype)[1:]

@@ -6,7 +6,6 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jaxtyping import Array, Float
 
-from .._lie import user_chart
 from .._linalg import min_singular_value, rank_tolerance, unit_rows
 from .._stages import Stages
 from ._base import AbstractSolver
@@ -104,13 +103,9 @@ class Kane(AbstractSolver):
 
 
 def _user_basis(fn, stages: Stages):
-    s, local = stages.state, user_chart(stages.system)
-    if local is None:
-        E = stages.system.in_tqv_form(fn)(stages.t, s.q, s.v)
-    else:  # on a Lie group: fn(q, v) at the point, columns as velocities, put in the chart
-        chart, time_dependent = local
-        E = chart(fn, "basis", time_dependent)(stages.t, s.q, s.v)
-    E = jnp.asarray(E)
+    # fn(q, v) at the chart's point, columns in the velocity convention (body velocities)
+    s = stages.state
+    E = jnp.asarray(stages.system.in_tqv_form(stages.chart.pull(fn, stages.system.time_dependent))(stages.t, s.q, s.v))
     n, k = stages.n, stages.k
     if E.shape != (n, n - k):
         raise ValueError(

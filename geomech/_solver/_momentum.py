@@ -44,7 +44,7 @@ class NonholonomicMomentum(AbstractSolver):
 
     def acceleration(self, stages: Stages):
         system, t, q, v = stages.system, stages.t, stages.state.q, stages.state.v
-        action = self.action.on(system)  # on a Lie group: in the chart centred at the point
+        action = self.action.on(stages.chart)  # on a Lie group: in the body frame at the point
         P = action.g_W_projector(stages)  # columns span g_W
         U = action(q) @ P  # ξ_Q for ξ in g_W: vectors of W
         # d/dt J^nh(ξ) along (1, v, a) at fixed ξ; the terms in dξ/dt cancel in (4.11):

@@ -33,6 +33,7 @@ from jaxtyping import Array, Float
 from .. import _linalg as la
 from .._bundle import State
 from .._custom_types import RealScalarLike
+from .._geometry import AbstractCoordinateManifold
 from .._linalg import null_space
 from .._stages import Stages, assemble
 from .._system import LagrangianSystem
@@ -61,7 +62,7 @@ def check_omega(system: LagrangianSystem, omega, modified: bool) -> None:
     """Model B2's options before tracing: `modified` needs `omega`, a matrix in coordinates."""
     if modified and omega is None:
         raise ValueError("modified=True is the variant (60) of model B2: it needs omega.")
-    if omega is not None and system.on_group:
+    if omega is not None and not isinstance(system.manifold, AbstractCoordinateManifold):
         raise ValueError(
             "omega (model B2, δq̇ − d/dt δq = Ω δq) is a matrix in coordinates q: it is not "
             "available on Lie groups; use model B1 (omega=None)."
@@ -88,7 +89,10 @@ def multiplier_lagrangian(stages: Stages, mu) -> LagrangianSystem:
     """$\\mu\\cdot g$ with $\\mu$ frozen (58), as a Lagrangian for the core's own routines."""
     g = constraint_function(stages.system)
     mu = jnp.asarray(mu, stages.M.dtype)
-    return LagrangianSystem(lambda t_, q_, v_: mu @ g(t_, q_, v_), time_dependent=True)
+    # in the frame of the stages' system: on a group its generalized force has Hamel's term
+    return LagrangianSystem(
+        lambda t_, q_, v_: mu @ g(t_, q_, v_), manifold=stages.system.manifold, time_dependent=True
+    )
 
 
 def vakonomic_mass_matrix(stages: Stages, mu_g: LagrangianSystem) -> Float[Array, "n n"]:

@@ -21,12 +21,12 @@ from .._frontend import (
     run_checked,
     throw_failures_in_jit,
 )
+from .._geometry import AbstractStateParts
 from .._integrate import Solution, simulate
-from .._lie_integrate import on_group as lie_integrator
 from .._solver._base import AbstractSolver
 from .._solver._projection import Projection
 from .._stabilization import AbstractStabilization
-from .._stages import assemble
+from .._stages import stages_at
 from .._system import LagrangianSystem, check_system
 from ._dynamics import (
     IMPASSE_MESSAGE,
@@ -103,6 +103,10 @@ class VakonomicSolution(eqx.Module):
     def stats(self) -> dict:
         return self.solution.stats
 
+    @property
+    def manifold(self):
+        return self.solution.manifold
+
 
 class _VakonomicField(eqx.Module):
     """The right-hand side $(\\dot q, \\dot v, \\dot\\mu) = (v, a, \\dot\\mu)$ on `(State, mu)`.
@@ -116,14 +120,25 @@ class _VakonomicField(eqx.Module):
     stabilization: AbstractStabilization
 
     def __call__(self, t, y, args):
-        # on a Lie group the stages are in the chart centred at state.q (docs/lie_groups.md):
-        # the Euler–Lagrange equations of L + μ·g hold in any chart, and there ψ̇ = v, ψ̈ = v̇
+        # the stages in the chart centred at state.q (docs/lie_groups.md): on a group the
+        # equations of L + μ·g in the body frame, Hamel's term included (`vakonomic_kkt`)
         state, mu = y
-        stages = self.stabilization.modify_stages(assemble(self.system, state, t, checks=False))
+        stages = self.stabilization.modify_stages(stages_at(self.system, state, t, checks=False))
         a, mu_dot, _ = vakonomic_kkt(stages, mu, self.omega, self.modified)
-        m = self.system.manifold  # q̇ of the stored point (a group element's parameters)
-        q_dot = state.v if m is None else m.velocity_of_point(state.q, state.v)
+        q_dot = self.system.manifold.velocity_of_point(state.q, state.v)  # of the stored point
         return State(q_dot, a), mu_dot
+
+
+class _StateAndMultipliers(AbstractStateParts):
+    """`(State, mu)`: the point, its velocity, and the multipliers beside them
+    (`AbstractStateParts`)."""
+
+    def split(self, y):
+        state, mu = y
+        return state.q, state.v, mu
+
+    def join(self, q, v, extra):
+        return State(q, v), extra
 
 
 class _Impasse(eqx.Module):
@@ -137,7 +152,7 @@ class _Impasse(eqx.Module):
 
     def __call__(self, t, y, args, **kwargs):
         state, mu = y
-        stages = assemble(self.system, state, t, checks=False)
+        stages = stages_at(self.system, state, t, checks=False)
         margin = signed_margin(stages, vakonomic_mass_matrix(stages, multiplier_lagrangian(stages, mu)))
         return margin if self.crossing else jnp.abs(margin) <= self.tol
 
@@ -216,9 +231,6 @@ def simulate_vakonomic(
     one = jax.tree_util.tree_map(lambda x: x[0], y0) if batched_y else y0
     k = check_vakonomic_system(system, one, None, t0)
     check_omega(system, omega, modified)
-    if system.on_group:
-        # Runge–Kutta–Munthe-Kaas on (q, v) with μ carried beside (in the centred chart)
-        integrator = lie_integrator(integrator, system.manifold, adjoint, "simulate_vakonomic")
     dtype = y0.v.dtype
     if mu0 is not None:
         given = mu0.dtype if hasattr(mu0, "dtype") else np.asarray(mu0).dtype
@@ -247,7 +259,8 @@ def simulate_vakonomic(
         mu0 = mu0 if mu0.ndim == 2 else jnp.broadcast_to(mu0, (B, k))
     run = prepare(
         system, (y0, mu0), t0, t1, name="simulate_vakonomic", batched=batched, extra=4,
-        integrator=integrator, saveat=saveat, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps,
+        parts=_StateAndMultipliers(), integrator=integrator, saveat=saveat, rtol=rtol, atol=atol,
+        dt0=dt0, max_steps=max_steps,
         stepsize_controller=stepsize_controller, stabilization=stabilization, adjoint=adjoint,
         throw=throw, progress=progress, sharding=sharding, max_output_bytes=max_output_bytes,
     )
@@ -274,7 +287,7 @@ def _initial_failure(system: LagrangianSystem, state: State, mu, t) -> Failure:
     the table in `_checks` for `"vakonomic"`: finite $(q, v)$ and $\\mu$, regular $M$ (2.6),
     $G = \\partial g/\\partial v$ of full rank (3.7), on $g = 0$); else `Failure.none`. (An impasse
     point at $t_0$ is the `_Impasse` event's case: stopped there, `sol.impasse`.)"""
-    stages = assemble(system, state, t, checks=False)
+    stages = stages_at(system, state, t, checks=False)
     at = At(stages, point=state, scale=point_scale(system, state), mu=lambda: mu)
     return first_failure("vakonomic", at)
 

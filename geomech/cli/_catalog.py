@@ -61,10 +61,13 @@ def _held(model, system, y0) -> dict[str, list[str]]:
 
 def space_name(manifold) -> str | None:
     """A Lie-group configuration space by name (`SO3 x R3`), `None` for coordinates."""
-    if manifold is None or manifold.coordinates:
+    import geomech as gm
+
+    if isinstance(manifold, gm.AbstractCoordinateManifold):
         return None
-    factors = getattr(manifold, "factors", (manifold,))
-    names = [f.group.__name__ if hasattr(f, "group") else f"R{f.dim}" for f in factors]
+    factors = manifold.factors if isinstance(manifold, gm.Product) else (manifold,)
+    names = [f"R{f.dim}" if f.dim is not None and f.dim > 0 and isinstance(
+        f, gm.Euclidean) else type(f).__name__ for f in factors]
     return " x ".join(names)
 
 

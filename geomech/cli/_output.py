@@ -259,9 +259,9 @@ def figures(setup, sol, *, energy_conserved: bool) -> dict:
     time_unit = model.time_unit
     out = {}
     # on a Lie group the coordinates name v's components (the body angular velocity): drawn
-    what = "velocity" if setup.on_group else "coordinates"
+    what = "velocity" if setup.body_velocity else "coordinates"
     fig = plot.ensemble(
-        sol, labels=labels, units=model.units, time_unit=time_unit, velocities=setup.on_group
+        sol, labels=labels, units=model.units, time_unit=time_unit, velocities=setup.body_velocity
     )
     fig.suptitle(f"{setup.name}: {fig.get_suptitle() or what}")
     out["trajectory"] = fig

@@ -60,8 +60,9 @@ class Setup:
         return self.y0.v.dtype
 
     @property
-    def on_group(self) -> bool:
-        return self.model.point_parameters is not None
+    def body_velocity(self) -> bool:
+        """Whether $v$ is a body velocity rather than the rates $\\dot q$ of coordinates."""
+        return not isinstance(self.system.manifold, gm.AbstractCoordinateManifold)
 
     @property
     def labels(self) -> list[str]:
@@ -73,7 +74,7 @@ class Setup:
         """The names of the columns of $v$: `x_dot` for a coordinate `x`; on a group the
         model's names of $v$'s components (`omega1`, ...)."""
         names = self.model.coordinates
-        return list(names) if self.on_group else [f"{c}_dot" for c in names]
+        return list(names) if self.body_velocity else [f"{c}_dot" for c in names]
 
 
 def build(name: str, params: dict) -> Setup:
@@ -120,8 +121,7 @@ def solver(setup: Setup, name: str) -> gm.AbstractSolver:
 def _constraint_jacobians(system, state, t):
     """$\\partial h/\\partial q$ and $\\partial\\phi/\\partial v$ at `state`, in the chart centred at
     its point on a Lie group (where `gm.consistent_state` solves)."""
-    if system.on_group:
-        system, state = system.localized(state)
+    system, state = system.localized(state)  # the identity chart on coordinates
     q, v = state.q, state.v
     Dh = jax.jacfwd(lambda q_: system.position_residual(gm.State(q_, v), t))(q)
     A = jax.jacfwd(lambda v_: system.constraint_residual(gm.State(q, v_), t))(v)
@@ -176,10 +176,8 @@ def ensemble(setup: Setup, batch: int, seed: int, scale: float = 0.02) -> gm.Sta
         return setup.y0
     kq, kv = jax.random.split(jax.random.PRNGKey(seed))
     noise = lambda key: scale * jax.random.normal(key, (batch, setup.n), setup.dtype).at[0].set(0.0)
-    if setup.on_group:  # q ⊕ δ: a step along the tangent directions of the chart centred at q
-        q = jax.vmap(setup.system.manifold.oplus, in_axes=(None, 0))(setup.y0.q, noise(kq))
-    else:
-        q = setup.y0.q[None] + noise(kq)
+    # q ⊕ δ: a step along the tangent directions of the chart centred at q (q + δ on coordinates)
+    q = jax.vmap(setup.system.manifold.oplus, in_axes=(None, 0))(setup.y0.q, noise(kq))
     y = gm.State(q, setup.y0.v[None] + noise(kv))
     if not setup.k:
         return y

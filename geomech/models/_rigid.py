@@ -17,12 +17,11 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._bundle import State
 from .._constraint import HolonomicConstraint, LinearConstraint
-from .._lie import SO3
-from .._manifold import Euclidean, Product
+from .._geometry import SO3, Euclidean, Product
 from .._mesh import Mesh
-from .._rigid_body import RigidBody
 from .._scene import Scene
 from .._system import LagrangianSystem
+from ..bodies import RigidBody
 from ._base import AbstractSceneModel
 
 E3 = (0.0, 0.0, 1.0)

@@ -4,6 +4,7 @@ the ball's geometric centre, $v = (\\omega, \\dot x)$ with $\\omega$ the body an
 
 On a group `coordinates` and `units` name the tangent directions of the velocity $v$."""
 
+import abc
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -14,10 +15,9 @@ import jaxlie
 from jaxtyping import Array, ArrayLike, Float
 
 from .._bundle import State
-from .._rigid_body import RigidBody
-from .._rolling_contact import Ellipsoid, RollingBody, Sphere, ThinDisk
 from .._scene import Scene
 from .._system import LagrangianSystem
+from ..bodies import Ellipsoid, RigidBody, RollingBody, Sphere, ThinDisk
 from ._base import AbstractRollingModel, AbstractSceneModel
 from ._rolling import RollingDisk
 
@@ -38,13 +38,13 @@ class _AbstractRollingBody(AbstractRollingModel, AbstractSceneModel):
     point_parameters: ClassVar[tuple[str, ...] | None] = ("q_w", "q_x", "q_y", "q_z", "x", "y")
     time_unit: ClassVar[str] = "s"
     path_coordinates: ClassVar[tuple[int, int] | None] = None
-    time_span: ClassVar[tuple[float, float]] = (0.0, 10.0)
     # a state is its attitude, position and angular velocity; the contact velocity follows
     independent_coordinates: ClassVar[tuple[int, ...] | None] = (0, 1, 2, 3, 4)
     independent_speeds: ClassVar[tuple[int, ...] | None] = (0, 1, 2)
 
+    @abc.abstractmethod
     def rolling_body(self) -> RollingBody:
-        raise NotImplementedError
+        """The `gm.RollingBody` with this model's parameters."""
 
     def system(self) -> LagrangianSystem:
         return self.rolling_body().system()
@@ -54,25 +54,38 @@ class _AbstractRollingBody(AbstractRollingModel, AbstractSceneModel):
         body's $e_1$ axis traced (`Scene.rolling`)."""
         return Scene.rolling(self.rolling_body())
 
+class _AbstractRollingBall(_AbstractRollingBody):
+    """A rolling body started from a given attitude, position and body angular velocity (the
+    class's `start_omega`, `start_attitude`, `start_position` by default)."""
+
+    start_omega: eqx.AbstractClassVar[tuple[float, float, float]]
+    start_attitude: eqx.AbstractClassVar[tuple[float, float, float]]
+    start_position: eqx.AbstractClassVar[tuple[float, float]]
+
     def initial_state(
         self,
-        omega: Vector = (1.0, -0.5, 2.0),
-        attitude: Vector = (0.3, -0.2, 0.1),
-        position: Vector = (0.0, 0.0),
+        omega: Vector | None = None,
+        attitude: Vector | None = None,
+        position: Vector | None = None,
     ) -> State:
-        """At `position` with attitude $R = \\exp$(`attitude`) and body angular velocity `omega`;
-        $\\dot x$ from the rolling constraint (on $\\mathcal{C}$)."""
+        """At `position` with attitude $R = \\exp$(`attitude`) and body angular velocity `omega`
+        (the model's `start_...` where not given); $\\dot x$ from the rolling constraint (on
+        $\\mathcal{C}$)."""
         body = self.rolling_body()
         dtype = body.g.dtype
-        q = (jaxlie.SO3.exp(jnp.asarray(attitude, dtype)), jnp.asarray(position, dtype))
-        return State(q, body.rolling_velocity(q, jnp.asarray(omega, dtype)))
+        given = lambda x, default: jnp.asarray(default if x is None else x, dtype)
+        q = (
+            jaxlie.SO3.exp(given(attitude, self.start_attitude)),
+            given(position, self.start_position),
+        )
+        return State(q, body.rolling_velocity(q, given(omega, self.start_omega)))
 
     def contact_point(self, q) -> Float[Array, "2"]:
         """$(x, y)$ of the point where the surface touches the plane (`gm.RollingBody.contact`)."""
         return self.rolling_body().contact(q)[:2]
 
 
-class ChaplyginSphere(_AbstractRollingBody):
+class ChaplyginSphere(_AbstractRollingBall):
     """Chaplygin's ball [Chaplygin1903]: a ball of radius `a` and mass `m` whose centre of mass is
     its geometric centre, with unequal principal moments `inertia` $(I_1, I_2, I_3)$ about it,
     rolling on a horizontal plane. Conserved: the energy, and with the angular momentum about the
@@ -84,6 +97,11 @@ class ChaplyginSphere(_AbstractRollingBody):
     inertia: Float[Array, "3"] = eqx.field(default=(0.3, 0.4, 0.5), converter=_param)
     g: Float[Array, ""] = eqx.field(default=9.81, converter=_param)
 
+    start_omega: ClassVar[tuple[float, float, float]] = (1.0, -0.5, 2.0)
+    start_attitude: ClassVar[tuple[float, float, float]] = (0.3, -0.2, 0.1)
+    start_position: ClassVar[tuple[float, float]] = (0.0, 0.0)
+    time_span: ClassVar[tuple[float, float]] = (0.0, 10.0)
+
     description: ClassVar[str] = (
         "Chaplygin's ball (centre of mass at the centre, unequal moments) rolling on a plane, "
         "on SO(3) x R^2"
@@ -93,7 +111,7 @@ class ChaplyginSphere(_AbstractRollingBody):
         return RollingBody(RigidBody(self.m, self.inertia), Sphere(self.a), self.g)
 
 
-class RouthSphere(_AbstractRollingBody):
+class RouthSphere(_AbstractRollingBall):
     """Routh's sphere [Routh1905]: a ball of radius `a` and mass `m` whose centre of
     mass sits at `offset` $\\varepsilon$ along its axis of dynamical symmetry $e_3$ (the body
     frame's origin is the geometric centre), with moments $I_1 = I_2$ = `I1` and $I_3$ = `I3`
@@ -110,6 +128,11 @@ class RouthSphere(_AbstractRollingBody):
     I3: Float[Array, ""] = eqx.field(default=0.5, converter=_param)
     g: Float[Array, ""] = eqx.field(default=9.81, converter=_param)
 
+    start_omega: ClassVar[tuple[float, float, float]] = (1.0, -0.5, 2.0)
+    start_attitude: ClassVar[tuple[float, float, float]] = (0.3, -0.2, 0.1)
+    start_position: ClassVar[tuple[float, float]] = (0.0, 0.0)
+    time_span: ClassVar[tuple[float, float]] = (0.0, 10.0)
+
     description: ClassVar[str] = (
         "Routh's sphere (centre of mass off the centre on the symmetry axis) rolling on a plane, "
         "on SO(3) x R^2"
@@ -121,7 +144,7 @@ class RouthSphere(_AbstractRollingBody):
         return RollingBody(body, Sphere(self.a), self.g)
 
 
-class TurntableBall(_AbstractRollingBody):
+class TurntableBall(_AbstractRollingBall):
     """A homogeneous ball (radius `a`, mass `m`, $I = \\tfrac25 m a^2$) rolling on a turntable that
     turns at `Omega` about the vertical through the origin: the contact point moves with the
     table (an affine constraint). The centre's velocity obeys $\\dot u = \\tfrac27\\Omega\\,
@@ -133,6 +156,11 @@ class TurntableBall(_AbstractRollingBody):
     Omega: Float[Array, ""] = eqx.field(default=2.0, converter=_param)
     g: Float[Array, ""] = eqx.field(default=9.81, converter=_param)
 
+    start_omega: ClassVar[tuple[float, float, float]] = (3.0, -1.0, 5.0)
+    start_attitude: ClassVar[tuple[float, float, float]] = (0.3, -0.2, 0.1)
+    start_position: ClassVar[tuple[float, float]] = (0.5, 0.0)
+    time_span: ClassVar[tuple[float, float]] = (0.0, 10.0)
+
     description: ClassVar[str] = (
         "homogeneous ball on a turntable (affine rolling constraint), on SO(3) x R^2"
     )
@@ -141,16 +169,7 @@ class TurntableBall(_AbstractRollingBody):
         inertia = 0.4 * self.m * self.a**2 * jnp.ones(3, self.a.dtype)
         return RollingBody(RigidBody(self.m, inertia), Sphere(self.a), self.g, self.Omega)
 
-    def initial_state(
-        self,
-        omega: Vector = (3.0, -1.0, 5.0),
-        attitude: Vector = (0.3, -0.2, 0.1),
-        position: Vector = (0.5, 0.0),
-    ) -> State:
-        return super().initial_state(omega, attitude, position)
-
-
-class Rattleback(_AbstractRollingBody):
+class Rattleback(_AbstractRollingBall):
     """The rattleback of [KaneLevinson1982]: an ellipsoid with semi-axes `semi_axes` $(a, b, c)$
     along the body axes $e_1, e_2, e_3$, its centre of mass at `h` from the ellipsoid's centre
     towards the bottom point, mass `m`, central moments `A`, `B`, `C` and product of inertia `D`
@@ -174,6 +193,12 @@ class Rattleback(_AbstractRollingBody):
     D: Float[Array, ""] = eqx.field(default=-2e-5, converter=_param)
     g: Float[Array, ""] = eqx.field(default=9.81, converter=_param)
 
+    # tilted 0.5° about e₁ and e₂, spinning at Kane & Levinson's −5 rad/s about their downward
+    # axis: +5 rad/s about e₃ here
+    start_omega: ClassVar[tuple[float, float, float]] = (0.0, 0.0, 5.0)
+    start_attitude: ClassVar[tuple[float, float, float]] = (0.0087, 0.0087, 0.0)
+    start_position: ClassVar[tuple[float, float]] = (0.0, 0.0)
+
     description: ClassVar[str] = (
         "rattleback (Kane & Levinson 1982): an ellipsoid with skewed inertia rolling on a plane, "
         "on SO(3) x R^2"
@@ -192,17 +217,6 @@ class Rattleback(_AbstractRollingBody):
         body = RigidBody(self.m, inertia, jnp.stack([z, z, -self.h]))
         return RollingBody(body, Ellipsoid(self.semi_axes), self.g)
 
-    def initial_state(
-        self,
-        omega: Vector = (0.0, 0.0, 5.0),
-        attitude: Vector = (0.0087, 0.0087, 0.0),
-        position: Vector = (0.0, 0.0),
-    ) -> State:
-        """Tilted by `attitude` (0.5° about $e_1$ and $e_2$), spinning at `omega` (Kane &
-        Levinson's −5 rad/s about their downward axis: +5 rad/s about $e_3$ here)."""
-        return super().initial_state(omega, attitude, position)
-
-
 class RollingDiskSO3(_AbstractRollingBody):
     """The thin disk of `gm.models.RollingDisk` (radius `R`, mass `m`, moments `A` about a
     diameter and `B` about the axis; uniform by default, $A = mR^2/4$, $B = mR^2/2$) on
@@ -217,6 +231,8 @@ class RollingDiskSO3(_AbstractRollingBody):
     g: Float[Array, ""] = eqx.field(default=9.81, converter=_param)
     A: Float[Array, ""] | None = eqx.field(default=None)
     B: Float[Array, ""] | None = eqx.field(default=None)
+
+    time_span: ClassVar[tuple[float, float]] = (0.0, 10.0)
 
     description: ClassVar[str] = "thin disk rolling on a plane, on SO(3) x R^2"
 

@@ -12,20 +12,16 @@ and in a uniform field $g$ (spatial) $U = -m\\,g\\cdot(x + R c)$.
 """
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import jaxlie
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from ._lie import LieGroup
-from ._manifold import AbstractManifold, Euclidean, Product
+from .._checks import as_real_array, concrete
+from .._geometry import SE3, SO3, AbstractManifold, Euclidean, Product
+from .._system import AbstractBodiesLagrangian
 
 GRAVITY = (0.0, 0.0, -9.81)
-
-
-def _concrete(x) -> np.ndarray | None:
-    return None if isinstance(x, jax.core.Tracer) else np.asarray(x)
 
 
 class RigidBody(eqx.Module):
@@ -41,8 +37,8 @@ class RigidBody(eqx.Module):
     def __init__(
         self, mass: ArrayLike, inertia: ArrayLike, centre_of_mass: ArrayLike = (0.0, 0.0, 0.0)
     ):
-        mass, inertia, c = (jnp.asarray(x) for x in (mass, inertia, centre_of_mass))
-        dtype = jnp.result_type(float, mass, inertia, c)
+        mass, inertia, c = (as_real_array(x) for x in (mass, inertia, centre_of_mass))
+        dtype = jnp.result_type(mass, inertia, c)
         mass, inertia, c = (x.astype(dtype) for x in (mass, inertia, c))
         if mass.shape != ():
             raise ValueError(f"RigidBody: `mass` must be a scalar, got shape {mass.shape}.")
@@ -54,7 +50,7 @@ class RigidBody(eqx.Module):
             )
         if c.shape != (3,):
             raise ValueError(f"RigidBody: `centre_of_mass` must have shape (3,), got {c.shape}.")
-        _check_values(_concrete(mass), _concrete(inertia), _concrete(c))
+        _check_values(concrete(mass), concrete(inertia), concrete(c))
         self.mass, self.inertia, self.centre_of_mass = mass, inertia, c
 
     def inertia_about_origin(self) -> Float[Array, "3 3"]:
@@ -85,7 +81,7 @@ class RigidBody(eqx.Module):
 
     def lagrangian(
         self, manifold: AbstractManifold, gravity: ArrayLike = GRAVITY
-    ) -> "RigidBodyLagrangian":
+    ) -> "AbstractBodyLagrangian":
         """$L = T - U$ on `manifold`, with the velocities of geomech's conventions:
 
         - `gm.SO3()`: $q = R$, $v = \\omega$; the origin of the body frame is a fixed pivot;
@@ -94,7 +90,14 @@ class RigidBody(eqx.Module):
         - `gm.SE3()`: $q = (R, x)$ as a `jaxlie.SE3`, $v = (V, \\omega)$, the body twist in
           jaxlie's order (linear, angular).
         """
-        return RigidBodyLagrangian(self, _kind(manifold), jnp.asarray(gravity, self.mass.dtype))
+        try:
+            form = _LAGRANGIANS[manifold]
+        except (KeyError, TypeError):
+            raise ValueError(
+                f"RigidBody.lagrangian: `manifold` must be gm.SO3(), gm.SE3() or "
+                f"gm.Product(gm.SO3(), gm.Euclidean(3)), got {manifold}."
+            ) from None
+        return form(self, jnp.asarray(gravity, self.mass.dtype))
 
 
 def _check_values(mass, inertia, c) -> None:
@@ -118,39 +121,70 @@ def _check_values(mass, inertia, c) -> None:
         )
 
 
-def _kind(manifold: AbstractManifold) -> str:
-    if isinstance(manifold, LieGroup) and manifold.group in (jaxlie.SO3, jaxlie.SE3):
-        return manifold.group.__name__
-    if (
-        isinstance(manifold, Product)
-        and len(manifold.factors) == 2
-        and isinstance(manifold.factors[0], LieGroup)
-        and manifold.factors[0].group is jaxlie.SO3
-        and isinstance(manifold.factors[1], Euclidean)
-        and manifold.factors[1].dim == 3
-    ):
-        return "SO3xR3"
-    raise ValueError(
-        f"RigidBody.lagrangian: `manifold` must be gm.SO3(), gm.SE3() or "
-        f"gm.Product(gm.SO3(), gm.Euclidean(3)), got {manifold}."
-    )
+class AbstractBodyLagrangian(AbstractBodiesLagrangian):
+    """$L(q, v) = T - U$ of one `RigidBody` in the spatial field `gravity`, on one configuration
+    space (`RigidBody.lagrangian`): the body's centre of mass moves with $u$ (spatial) and turns
+    with the body angular velocity $\\omega$ (`velocities`); the body and the field stay
+    parameters (fields)."""
+
+    body: eqx.AbstractVar[RigidBody]
+    gravity: eqx.AbstractVar[Float[Array, "3"]]
+
+    def masses(self):
+        return self.body.mass[None]
+
+    def inertias(self):
+        return self.body.inertia[None]
 
 
-class RigidBodyLagrangian(eqx.Module):
-    """$L(q, v) = T - U$ of a `RigidBody` on one of its configuration spaces (see
-    `RigidBody.lagrangian`); the body and the field stay parameters (fields)."""
+class PivotedBodyLagrangian(AbstractBodyLagrangian):
+    """On SO(3): $q = R$, $v = \\omega$, the body frame's origin a fixed pivot:
+    $u = R(\\omega \\times c)$, $U = -m\\,g\\cdot Rc$."""
 
     body: RigidBody
-    kind: str = eqx.field(static=True)
     gravity: Float[Array, "3"]
 
-    def __call__(self, q, v):
-        body = self.body
-        if self.kind == "SO3":
-            return body.kinetic_energy(v) - body.potential_energy(q, None, self.gravity)
-        if self.kind == "SE3":
-            R, x, V, omega = q.rotation(), q.translation(), v[:3], v[3:]
-        else:
-            (R, x), omega = q, v[:3]
-            V = R.inverse().apply(v[3:])
-        return body.kinetic_energy(omega, V) - body.potential_energy(R, x, self.gravity)
+    def velocities(self, q, v):
+        return q.apply(jnp.cross(v, self.body.centre_of_mass))[None], v[None]
+
+    def potential(self, q):
+        return self.body.potential_energy(q, None, self.gravity)
+
+
+class FreeBodyLagrangian(AbstractBodyLagrangian):
+    """On SO(3) × ℝ³: $q = (R, x)$, $v = (\\omega, \\dot x)$ with $\\dot x$ spatial:
+    $u = \\dot x + R(\\omega \\times c)$, $U = -m\\,g\\cdot(x + Rc)$."""
+
+    body: RigidBody
+    gravity: Float[Array, "3"]
+
+    def velocities(self, q, v):
+        R, omega = q[0], v[:3]
+        return (v[3:] + R.apply(jnp.cross(omega, self.body.centre_of_mass)))[None], omega[None]
+
+    def potential(self, q):
+        return self.body.potential_energy(q[0], q[1], self.gravity)
+
+
+class SE3BodyLagrangian(AbstractBodyLagrangian):
+    """On SE(3): $q$ a `jaxlie.SE3`, $v = (V, \\omega)$ the body twist (linear, angular):
+    $u = R(V + \\omega \\times c)$, $U = -m\\,g\\cdot(x + Rc)$."""
+
+    body: RigidBody
+    gravity: Float[Array, "3"]
+
+    def velocities(self, q, v):
+        V, omega = v[:3], v[3:]
+        return q.rotation().apply(V + jnp.cross(omega, self.body.centre_of_mass))[None], omega[None]
+
+    def potential(self, q):
+        return self.body.potential_energy(q.rotation(), q.translation(), self.gravity)
+
+
+# the form of L on each configuration space of a body, by the manifold itself (equal manifolds
+# are equal modules)
+_LAGRANGIANS = {
+    SO3(): PivotedBodyLagrangian,
+    Product(SO3(), Euclidean(3)): FreeBodyLagrangian,
+    SE3(): SE3BodyLagrangian,
+}

@@ -24,174 +24,19 @@ $\\dot x - [R\\,\\hat s\\,\\omega]_{xy} - \\Omega\\,[e_3 \\times x_c]_{xy} = 0$ 
 $A(q)\\,v + c(q) = 0$, affine when $\\Omega \\ne 0$).
 """
 
-import abc
-from collections.abc import Callable
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import jaxlie
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from ._constraint import LinearConstraint
-from ._lie import SO3
-from ._manifold import Euclidean, Product
-from ._mesh import Mesh
+from .._checks import as_real_array, concrete
+from .._constraint import LinearConstraint
+from .._geometry import SO3, Euclidean, Product, hat
+from .._system import AbstractBodiesLagrangian, LagrangianSystem
 from ._rigid_body import RigidBody
-from ._system import LagrangianSystem
-
-
-def _concrete(x) -> np.ndarray | None:
-    """`x` as a NumPy array, or `None` under tracing (values are checked only when known)."""
-    return None if isinstance(x, jax.core.Tracer) else np.asarray(x)
-
-
-def _hat(w):
-    z = jnp.zeros((), w.dtype)
-    return jnp.stack(
-        [jnp.stack([z, -w[2], w[1]]), jnp.stack([w[2], z, -w[0]]), jnp.stack([-w[1], w[0], z])]
-    )
-
-
-def _positive(owner: str, name: str, x: ArrayLike, shape: tuple[int, ...]) -> Array:
-    """`x` as a float array of `shape` whose entries (when concrete) are finite and positive;
-    `ValueError` naming the argument otherwise (before any tracing)."""
-    x = jnp.asarray(x)
-    x = x.astype(jnp.result_type(float, x))
-    if x.shape != shape:
-        raise ValueError(f"{owner}: `{name}` must have shape {shape}, got {x.shape}.")
-    c = _concrete(x)
-    if c is not None and not (np.all(np.isfinite(c)) and np.all(c > 0)):
-        raise ValueError(f"{owner}: `{name}` must be finite and positive, got {c}.")
-    return x
-
-
-# -- surfaces ----------------------------------------------------------------------------------
-
-
-class AbstractSurface(eqx.Module):
-    """The convex surface of a body, in the body frame about its origin: its support function
-    $h(u) = \\max_{p\\in K} p\\cdot u$ and the point $s(\\gamma) = \\nabla h(-\\gamma)$ where it
-    touches a plane below it ($\\gamma$ the upward vertical in the body frame)
-    [BorisovMamaev2002]."""
-
-    @abc.abstractmethod
-    def support(self, u: Float[Array, "3"]) -> Float[Array, ""]:
-        """$h(u)$, 1-homogeneous in $u$."""
-
-    def contact_point(self, gamma: Float[Array, "3"]) -> Float[Array, "3"]:
-        """$s(\\gamma) = \\nabla h(-\\gamma)$, the body-frame point of contact with the plane."""
-        return jax.grad(self.support)(-gamma)
-
-    def height(self, gamma: Float[Array, "3"]) -> Float[Array, ""]:
-        """$z = -s(\\gamma)\\cdot\\gamma$, the height of the body frame's origin above the plane."""
-        return -self.contact_point(gamma) @ gamma
-
-    @abc.abstractmethod
-    def mesh(self) -> Mesh:
-        """A triangle mesh of the surface in the body frame (what `geomech.plot.animate` draws)."""
-
-
-class Sphere(AbstractSurface):
-    """A sphere of `radius` $a$ centred at the body frame's origin: $h(u) = a|u|$,
-    $s = -a\\gamma$, $z = a$."""
-
-    radius: Float[Array, ""]
-
-    def __init__(self, radius: ArrayLike):
-        self.radius = _positive("Sphere", "radius", radius, ())
-
-    def support(self, u):
-        return self.radius * jnp.linalg.norm(u)
-
-    def contact_point(self, gamma):
-        return -self.radius * gamma / jnp.linalg.norm(gamma)
-
-    def mesh(self) -> Mesh:
-        return Mesh.sphere(np.asarray(self.radius))
-
-
-class Ellipsoid(AbstractSurface):
-    """An ellipsoid $\\sum_i p_i^2/a_i^2 = 1$ with `semi_axes` $a$ along the body axes, centred at
-    the origin: $h(u) = |D u|$, $D = \\mathrm{diag}(a)$, so $s = -D^2\\gamma/|D\\gamma|$ and
-    $z = |D\\gamma|$ [BorisovMamaev2002]."""
-
-    semi_axes: Float[Array, "3"]
-
-    def __init__(self, semi_axes: ArrayLike):
-        self.semi_axes = _positive("Ellipsoid", "semi_axes", semi_axes, (3,))
-
-    def support(self, u):
-        return jnp.linalg.norm(self.semi_axes * u)
-
-    def contact_point(self, gamma):
-        d2 = self.semi_axes**2
-        return -d2 * gamma / jnp.sqrt(gamma @ (d2 * gamma))
-
-    def mesh(self) -> Mesh:
-        return Mesh.ellipsoid(np.asarray(self.semi_axes))
-
-
-class ThinDisk(AbstractSurface):
-    """The rim of a thin disk of `radius` $r$ centred at the origin, in the plane normal to the
-    body axis `axis` $n$ (0, 1, 2 or a 3-vector): $h(u) = r|u - (u\\cdot n)n|$, so
-    $s = -r\\,\\gamma_\\perp/|\\gamma_\\perp|$ with $\\gamma_\\perp = \\gamma - (\\gamma\\cdot n)n$
-    (singular when the disk lies flat, $\\gamma \\parallel n$)."""
-
-    radius: Float[Array, ""]
-    axis: Float[Array, "3"]
-
-    def __init__(self, radius: ArrayLike, axis: int | ArrayLike = 2):
-        self.radius = _positive("ThinDisk", "radius", radius, ())
-        if isinstance(axis, int):
-            if axis not in (0, 1, 2):
-                raise ValueError(f"ThinDisk: `axis` must be 0, 1, 2 or a 3-vector, got {axis}.")
-            axis = np.eye(3)[axis]
-        n = jnp.asarray(axis, self.radius.dtype)
-        if n.shape != (3,):
-            raise ValueError(
-                f"ThinDisk: `axis` must be 0, 1, 2 or a 3-vector, got shape {n.shape}."
-            )
-        c = _concrete(n)
-        if c is not None and not (np.all(np.isfinite(c)) and np.linalg.norm(c) > 0):
-            raise ValueError(f"ThinDisk: `axis` must be a finite non-zero vector, got {c}.")
-        self.axis = n / jnp.linalg.norm(n)
-
-    def _in_plane(self, u):
-        return u - (u @ self.axis) * self.axis
-
-    def support(self, u):
-        return self.radius * jnp.linalg.norm(self._in_plane(u))
-
-    def contact_point(self, gamma):
-        g = self._in_plane(gamma)
-        return -self.radius * g / jnp.linalg.norm(g)
-
-    def mesh(self) -> Mesh:
-        return Mesh.disk(np.asarray(self.radius), np.asarray(self.axis))
-
-
-class SupportFunction(AbstractSurface):
-    """A convex body given by its support function `h(u) -> scalar` (body frame, about the
-    origin; 1-homogeneous and differentiable where the body touches the plane): the contact point
-    is $\\nabla h(-\\gamma)$ by automatic differentiation."""
-
-    h: Callable
-
-    def __check_init__(self):
-        if not callable(self.h):
-            raise TypeError(
-                f"SupportFunction: `h` must be a function h(u) -> scalar, got {type(self.h).__name__}."
-            )
-
-    def support(self, u):
-        return jnp.asarray(self.h(u))
-
-    def mesh(self) -> Mesh:
-        """The boundary points $\\nabla h(u)$ over the directions $u$ of a sphere mesh."""
-        return Mesh.convex(jax.vmap(jax.grad(self.support)))
-
+from ._surfaces import AbstractSurface
 
 # -- the rolling constraint --------------------------------------------------------------------
 
@@ -209,7 +54,7 @@ class _RollingRows(eqx.Module):
     def __call__(self, q):
         R, _ = q
         s = self.surface.contact_point(_vertical(R))
-        rows = -(R.as_matrix() @ _hat(s))[:2]
+        rows = -(R.as_matrix() @ hat(s))[:2]
         return jnp.concatenate([rows, jnp.eye(2, dtype=rows.dtype)], axis=1)
 
 
@@ -237,11 +82,10 @@ def _check_surface(owner: str, surface) -> None:
 def _table_rate(owner: str, table_rate) -> Array | None:
     if table_rate is None:
         return None
-    rate = jnp.asarray(table_rate)
-    rate = rate.astype(jnp.result_type(float, rate))
+    rate = as_real_array(table_rate)
     if rate.shape != ():
         raise ValueError(f"{owner}: `table_rate` must be a scalar, got shape {rate.shape}.")
-    c = _concrete(rate)
+    c = concrete(rate)
     if c is not None and not np.isfinite(c):
         raise ValueError(f"{owner}: `table_rate` must be finite, got {c}.")
     return rate
@@ -299,11 +143,10 @@ class RollingBody(eqx.Module):
                 f"RollingBody: `body` must be a gm.RigidBody, got {type(body).__name__}."
             )
         _check_surface("RollingBody", surface)
-        g = jnp.asarray(g)
-        g = g.astype(jnp.result_type(float, g))
+        g = as_real_array(g)
         if g.shape != ():
             raise ValueError(f"RollingBody: `g` must be a scalar, got shape {g.shape}.")
-        c = _concrete(g)
+        c = concrete(g)
         if c is not None and not (np.isfinite(c) and c >= 0):
             raise ValueError(f"RollingBody: `g` must be finite and non-negative, got {c}.")
         self.body, self.surface, self.g = body, surface, g
@@ -340,10 +183,8 @@ class RollingBody(eqx.Module):
         return jnp.concatenate([omega, xdot])
 
     def lagrangian(self, q, v) -> Float[Array, ""]:
-        R, _ = q
-        gravity = jnp.stack([0.0 * self.g, 0.0 * self.g, -self.g])
-        L = self.body.lagrangian(Product(SO3(), Euclidean(3)), gravity)
-        return L((R, self.position(q)), jnp.concatenate([v[:3], self.velocity(q, v)]))
+        """$L = T - U$ at $(q, v)$ (`RollingLagrangian`)."""
+        return RollingLagrangian(self)(q, v)
 
     def constraint(self) -> LinearConstraint:
         return rolling_constraint(self.surface, self.table_rate)
@@ -351,5 +192,29 @@ class RollingBody(eqx.Module):
     def system(self, **kwargs) -> LagrangianSystem:
         """The `LagrangianSystem` (keyword arguments, e.g. `forces`, passed on)."""
         return LagrangianSystem(
-            self.lagrangian, constraint=self.constraint(), manifold=self.manifold, **kwargs
+            RollingLagrangian(self), constraint=self.constraint(), manifold=self.manifold, **kwargs
         )
+
+
+class RollingLagrangian(AbstractBodiesLagrangian):
+    """The Lagrangian of a `RollingBody`: its body's $T - U$ with the origin at
+    $X = (x, y, z(R))$ moving with $\\dot X = (\\dot x, \\dot y, s\\cdot(\\omega\\times\\gamma))$
+    [BorisovMamaev2002], so the centre of mass moves with $u = \\dot X + R(\\omega\\times c)$ and
+    $U = m g\\,(X + Rc)_3$ (Kane's form, `gm.AbstractBodiesLagrangian`)."""
+
+    rolling: RollingBody
+
+    def masses(self):
+        return self.rolling.body.mass[None]
+
+    def inertias(self):
+        return self.rolling.body.inertia[None]
+
+    def velocities(self, q, v):
+        R, c = q[0], self.rolling.body.centre_of_mass
+        return (self.rolling.velocity(q, v) + R.apply(jnp.cross(v[:3], c)))[None], v[:3][None]
+
+    def potential(self, q):
+        R, c = q[0], self.rolling.body.centre_of_mass
+        return self.rolling.body.mass * self.rolling.g * (self.rolling.position(q) + R.apply(c))[2]
+

@@ -1,0 +1,154 @@
+"""Convex surfaces of rolling bodies, in the body frame about its origin: the support function
+$h(u) = \\max_{p \\in K} p\\cdot u$ and the point $s(\\gamma) = \\nabla h(-\\gamma)$ where the body
+touches a plane below it, $\\gamma$ the upward vertical in the body frame [BorisovMamaev2002]; the
+origin is at height $z = h(-\\gamma) = -s\\cdot\\gamma$ above the plane (Euler's relation for the
+1-homogeneous $h$)."""
+
+import abc
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from .._checks import as_real_array, concrete
+from .._mesh import Mesh
+
+
+def _positive(owner: str, name: str, x: ArrayLike, shape: tuple[int, ...]) -> Array:
+    """`x` as a float array of `shape` whose entries (when concrete) are finite and positive;
+    `ValueError` naming the argument otherwise (before any tracing)."""
+    x = as_real_array(x)
+    if x.shape != shape:
+        raise ValueError(f"{owner}: `{name}` must have shape {shape}, got {x.shape}.")
+    c = concrete(x)
+    if c is not None and not (np.all(np.isfinite(c)) and np.all(c > 0)):
+        raise ValueError(f"{owner}: `{name}` must be finite and positive, got {c}.")
+    return x
+
+
+class AbstractSurface(eqx.Module):
+    """The convex surface of a body, in the body frame about its origin: its support function
+    $h(u) = \\max_{p\\in K} p\\cdot u$ and the point $s(\\gamma) = \\nabla h(-\\gamma)$ where it
+    touches a plane below it ($\\gamma$ the upward vertical in the body frame)
+    [BorisovMamaev2002]."""
+
+    @abc.abstractmethod
+    def support(self, u: Float[Array, "3"]) -> Float[Array, ""]:
+        """$h(u)$, 1-homogeneous in $u$."""
+
+    def contact_point(self, gamma: Float[Array, "3"]) -> Float[Array, "3"]:
+        """$s(\\gamma) = \\nabla h(-\\gamma)$, the body-frame point of contact with the plane."""
+        return jax.grad(self.support)(-gamma)
+
+    def height(self, gamma: Float[Array, "3"]) -> Float[Array, ""]:
+        """$z = -s(\\gamma)\\cdot\\gamma$, the height of the body frame's origin above the plane."""
+        return -self.contact_point(gamma) @ gamma
+
+    @abc.abstractmethod
+    def mesh(self) -> Mesh:
+        """A triangle mesh of the surface in the body frame (what `geomech.plot.animate` draws)."""
+
+
+class Sphere(AbstractSurface):
+    """A sphere of `radius` $a$ centred at the body frame's origin: $h(u) = a|u|$,
+    $s = -a\\gamma$, $z = a$."""
+
+    radius: Float[Array, ""]
+
+    def __init__(self, radius: ArrayLike):
+        self.radius = _positive("Sphere", "radius", radius, ())
+
+    def support(self, u):
+        return self.radius * jnp.linalg.norm(u)
+
+    def contact_point(self, gamma):
+        return -self.radius * gamma / jnp.linalg.norm(gamma)
+
+    def mesh(self) -> Mesh:
+        return Mesh.sphere(np.asarray(self.radius))
+
+
+class Ellipsoid(AbstractSurface):
+    """An ellipsoid $\\sum_i p_i^2/a_i^2 = 1$ with `semi_axes` $a$ along the body axes, centred at
+    the origin: $h(u) = |D u|$, $D = \\mathrm{diag}(a)$, so $s = -D^2\\gamma/|D\\gamma|$ and
+    $z = |D\\gamma|$ [BorisovMamaev2002]."""
+
+    semi_axes: Float[Array, "3"]
+
+    def __init__(self, semi_axes: ArrayLike):
+        self.semi_axes = _positive("Ellipsoid", "semi_axes", semi_axes, (3,))
+
+    def support(self, u):
+        return jnp.linalg.norm(self.semi_axes * u)
+
+    def contact_point(self, gamma):
+        d2 = self.semi_axes**2
+        return -d2 * gamma / jnp.sqrt(gamma @ (d2 * gamma))
+
+    def mesh(self) -> Mesh:
+        return Mesh.ellipsoid(np.asarray(self.semi_axes))
+
+
+class ThinDisk(AbstractSurface):
+    """The rim of a thin disk of `radius` $r$ centred at the origin, in the plane normal to the
+    body axis `axis` $n$ (0, 1, 2 or a 3-vector): $h(u) = r|u - (u\\cdot n)n|$, so
+    $s = -r\\,\\gamma_\\perp/|\\gamma_\\perp|$ with $\\gamma_\\perp = \\gamma - (\\gamma\\cdot n)n$
+    (singular when the disk lies flat, $\\gamma \\parallel n$)."""
+
+    radius: Float[Array, ""]
+    axis: Float[Array, "3"]
+
+    def __init__(self, radius: ArrayLike, axis: int | ArrayLike = 2):
+        self.radius = _positive("ThinDisk", "radius", radius, ())
+        if isinstance(axis, bool | np.bool_):
+            raise ValueError(f"ThinDisk: `axis` must be 0, 1, 2 or a 3-vector, got {axis}.")
+        if isinstance(axis, int | np.integer):
+            if axis not in (0, 1, 2):
+                raise ValueError(f"ThinDisk: `axis` must be 0, 1, 2 or a 3-vector, got {axis}.")
+            axis = np.eye(3)[int(axis)]
+        n = jnp.asarray(axis, self.radius.dtype)
+        if n.shape != (3,):
+            raise ValueError(
+                f"ThinDisk: `axis` must be 0, 1, 2 or a 3-vector, got shape {n.shape}."
+            )
+        c = concrete(n)
+        if c is not None and not (np.all(np.isfinite(c)) and np.linalg.norm(c) > 0):
+            raise ValueError(f"ThinDisk: `axis` must be a finite non-zero vector, got {c}.")
+        self.axis = n / jnp.linalg.norm(n)
+
+    def _in_plane(self, u):
+        return u - (u @ self.axis) * self.axis
+
+    def support(self, u):
+        return self.radius * jnp.linalg.norm(self._in_plane(u))
+
+    def contact_point(self, gamma):
+        g = self._in_plane(gamma)
+        return -self.radius * g / jnp.linalg.norm(g)
+
+    def mesh(self) -> Mesh:
+        return Mesh.disk(np.asarray(self.radius), np.asarray(self.axis))
+
+
+class SupportFunction(AbstractSurface):
+    """A convex body given by its support function `h(u) -> scalar` (body frame, about the
+    origin; 1-homogeneous and differentiable where the body touches the plane): the contact point
+    is $\\nabla h(-\\gamma)$ by automatic differentiation."""
+
+    h: Callable
+
+    def __check_init__(self):
+        if not callable(self.h):
+            raise TypeError(
+                f"SupportFunction: `h` must be a function h(u) -> scalar, got {type(self.h).__name__}."
+            )
+
+    def support(self, u):
+        return jnp.asarray(self.h(u))
+
+    def mesh(self) -> Mesh:
+        """The boundary points $\\nabla h(u)$ over the directions $u$ of a sphere mesh."""
+        return Mesh.convex(jax.vmap(jax.grad(self.support)))
