@@ -407,9 +407,10 @@ class LagrangianSystem(eqx.Module):
         if not isinstance(state, State):
             raise TypeError(f"expected a gm.State(q, v), got {type(state).__name__}.")
         if state.v.ndim not in (1, 2):
+            what = f"q of shape {state.q.shape}" if hasattr(state.q, "shape") else "a point q"
             raise ValueError(
-                f"the state has v of shape {state.v.shape}: give one state (v of shape (n,)) or "
-                "a batch with a single leading axis (v of shape (B, n), q alike)."
+                f"the state has {what} and v of shape {state.v.shape}: give one state, q of shape "
+                "(n,) (or one point of the manifold), or a batch with a single leading axis, (B, n)."
             )
         batched = state.v.ndim == 2
         if batched and state.v.shape[0] == 0:

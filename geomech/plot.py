@@ -334,7 +334,7 @@ def drift(sol, *, energy: str = "drift", ax=None):
 
 
 def summary(sol, *, labels=None, title: str | None = None):
-    """A figure with the trajectory, the phase portrait of the first coordinate and the drift.
+    r"""A figure with the trajectory, the phase portrait of the first coordinate and the drift.
 
     On a Lie group (`sol.states.q` a `jaxlie` point, or a product of them with $\mathbb{R}^n$)
     a point's stored parameters are not paired with the components of $v$ (a quaternion's $w$
@@ -645,7 +645,7 @@ def contact_path(
     color=None,
     ax=None,
 ):
-    """The path of a rolling body's contact point on the plane, with equal scales.
+    r"""The path of a rolling body's contact point on the plane, with equal scales.
 
     **Arguments:**
 

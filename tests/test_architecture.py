@@ -219,7 +219,7 @@ def _overrides(classes) -> list[str]:
                 if not base.__module__.startswith("geomech") or attr not in vars(base):
                     continue
                 if not getattr(vars(base)[attr], "__isabstractmethod__", False):
-                    found.append(f"{name}.{attr} overrides {base.__qualname__}.{attr}")
+                    found.append(f"{name}.{attr} overrides {base.__name__}.{attr}")
                 break
     return found
 

@@ -408,7 +408,7 @@ CASES: list[tuple[str, Callable, object]] = [
     ("consistent_state-over-determined", lambda: gm.consistent_state(CIRCLE, ON_CIRCLE, fixed_q=(0, 1)), raises(ValueError, r"positions are over-determined.*Hold exactly n - m = 1 coordinates")),
     ("linearize-nothing", lambda: gm.linearize(CIRCLE, ON_CIRCLE, coordinates=(), speeds=()), raises(ValueError, r"coordinates and speeds are both empty")),
     ("linearize-overlap", lambda: gm.linearize(CIRCLE, ON_CIRCLE, coordinates=(0,), speeds=(0,), fixed_q=(0,)), raises(ValueError, r"coordinates and fixed_q")),
-    ("linearize-body-symmetry-on-coordinates", lambda: gm.linearize(CIRCLE, ON_CIRCLE, coordinates=(), speeds=(1,), fixed_q=(0,), body_symmetries=(0,)), raises(ValueError, r"body_symmetries are tangent directions of a Lie group")),
+    ("linearize-body-symmetry-out-of-range", lambda: gm.linearize(SUSLOV, ON_SUSLOV, coordinates=(0, 1), speeds=(0,), fixed_q=(2,), fixed_v=(2,), body_symmetries=(7,)), raises(ValueError, r"body_symmetries index 7 is out of range: indices must lie in 0..2")),
     ("linearize-body-symmetry-not-held", lambda: gm.linearize(SUSLOV, ON_SUSLOV, coordinates=(0, 1, 2), speeds=(0,), fixed_v=(2,), body_symmetries=(2,)), raises(ValueError, r"body_symmetries \(2,\) must be held directions, in fixed_q \(\)")),
     # gm.VariationalIntegrator
     ("variational-no-dt0", _sim(integrator=gm.VariationalIntegrator()), raises(ValueError, r"gm.VariationalIntegrator needs a fixed step: pass dt0")),

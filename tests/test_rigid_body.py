@@ -133,3 +133,51 @@ def test_bad_bodies_are_refused(kwargs, match):
 def test_lagrangian_needs_a_body_manifold():
     with pytest.raises(ValueError, match="`manifold` must be gm.SO3"):
         gm.RigidBody(1.0, jnp.ones(3)).lagrangian(gm.SE2())
+
+
+def _random_point(manifold, rng):
+    if isinstance(manifold, gm.Product):
+        return tuple(_random_point(f, rng) for f in manifold.factors)
+    if isinstance(manifold, gm.SE3):
+        return jaxlie.SE3.exp(jnp.asarray(rng.normal(size=6)))
+    if isinstance(manifold, gm.SO3):
+        return jaxlie.SO3.exp(jnp.asarray(rng.normal(size=3) * 2.0))
+    return jnp.asarray(rng.normal(size=3))
+
+
+@pytest.mark.parametrize(
+    "manifold",
+    [gm.SO3(), gm.SE3(), gm.Product(gm.SO3(), gm.Euclidean(3))],
+    ids=["SO3", "SE3", "SO3xR3"],
+)
+def test_kane_form_of_a_body_equals_the_general_path(manifold):
+    """A `RigidBody`'s Lagrangian takes Kane's equations (`BodiesForm`: $M$, $Q$ from first
+    derivatives of the bodies' velocities); the same $L$ as an arbitrary function takes the
+    general path (second derivatives by autodiff). Every solver's acceleration agrees to
+    round-off, with a random nonholonomic constraint and an external force."""
+    rng = np.random.default_rng(7)
+    body = random_body(rng)
+    L = body.lagrangian(manifold, G)
+    n = 3 if isinstance(manifold, gm.SO3) else 6
+    rows = jnp.asarray(rng.normal(size=(2, n)))
+    force = lambda q, v: -0.3 * v
+    fast, general = (
+        gm.LagrangianSystem(
+            lag, force=force, constraint=gm.LinearConstraint(lambda q: rows), manifold=manifold
+        )
+        for lag in (L, lambda q, v: L(q, v))
+    )
+    assert type(fast.form).__name__ == "BodiesForm"
+    assert type(general.form).__name__ == "AutodiffForm"
+    on_D = lambda v: v - rows.T @ jnp.linalg.solve(rows @ rows.T, rows @ v)  # A v = 0
+    states = [
+        gm.State(_random_point(manifold, rng), on_D(jnp.asarray(rng.normal(size=n))))
+        for _ in range(3)
+    ]
+    named = solvers()
+    a_fast, a_general = accelerations(fast, states, named), accelerations(general, states, named)
+    for name in named:
+        scale = np.abs(a_general[name]).max()
+        np.testing.assert_allclose(
+            a_fast[name], a_general[name], rtol=0, atol=1e-12 * scale, err_msg=name
+        )

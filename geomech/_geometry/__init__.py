@@ -32,6 +32,7 @@ from ._lie import SE2 as SE2
 from ._lie import SE3 as SE3
 from ._lie import SO3 as SO3
 from ._lie import AbstractLieGroup as AbstractLieGroup
+from ._lie import LieGroup as LieGroup
 from ._lie import hat as hat
 from ._manifold import AbstractChart as AbstractChart
 from ._manifold import AbstractManifold as AbstractManifold

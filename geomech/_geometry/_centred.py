@@ -1,4 +1,4 @@
-"""The chart centred at a point of a Lie group (or of a product with one), and a system written in
+r"""The chart centred at a point of a Lie group (or of a product with one), and a system written in
 it (docs/lie_groups.md, DESIGN §5).
 
 At the centre, $\psi = 0$, the chart's velocity is the manifold's own (left-trivialized, body)
@@ -28,7 +28,7 @@ from ._manifold import AbstractChart, AbstractManifold, Point
 
 
 class CentredChart(AbstractChart):
-    """The chart $\psi \mapsto q \oplus \psi$ of `manifold` centred at the point `q`."""
+    r"""The chart $\psi \mapsto q \oplus \psi$ of `manifold` centred at the point `q`."""
 
     manifold: AbstractManifold
     q: Point

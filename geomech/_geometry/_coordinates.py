@@ -25,8 +25,8 @@ class AbstractCoordinateManifold(AbstractManifold):
         if len(shape) != 1 or (self.dim is not None and shape != (self.dim,)):
             n = "n" if self.dim is None else self.dim
             raise ValueError(
-                f"configuration has shape {shape} but the manifold {self} takes one point of "
-                f"shape ({n},): batch with jax.vmap (simulate accepts a leading batch axis)."
+                f"the configuration has shape {shape}; the manifold {self} takes one point, "
+                f"q of shape ({n},): batch with jax.vmap (simulate accepts a leading batch axis)."
             )
 
     def point_defect(self, q):
@@ -127,9 +127,10 @@ class BodyFrame(AbstractCoordinateManifold):
 
 class IdentityChart(AbstractChart):
     """The global chart of a coordinate manifold, at the point `q`: the chart coordinates are
-    the coordinates themselves, and a system is its own localization (no cost)."""
+    the coordinates themselves, and a system is its own localization (no cost): of ℝⁿ, S¹ or
+    a product of them."""
 
-    manifold: AbstractCoordinateManifold
+    manifold: AbstractManifold
     q: Float[Array, " n"]
 
     @property

@@ -1,4 +1,4 @@
-"""Integration that stays on the manifold: Runge–Kutta–Munthe-Kaas in the chart centred at the
+r"""Integration that stays on the manifold: Runge–Kutta–Munthe-Kaas in the chart centred at the
 current point [MuntheKaas1999].
 
 A step from $(q_n, v_n)$ integrates $z = (\psi, v)$ from $(0, v_n)$ with the wrapped diffrax

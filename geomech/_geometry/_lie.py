@@ -135,6 +135,9 @@ class AbstractLieGroup(AbstractManifold):
         return munthe_kaas(solver, self, adjoint=adjoint, parts=parts, name=name)
 
 
+LieGroup = AbstractLieGroup  # its public name before the geometry wing (`gm.LieGroup`)
+
+
 class SO3(AbstractLieGroup):
     """The rotation group SO(3): points `jaxlie.SO3` (unit quaternions `wxyz`), velocity the body
     angular velocity ω ($\\dot R = R\\hat\\omega$)."""

@@ -54,9 +54,9 @@ class _Concatenated(_AbstractLayout):
         shape = jnp.shape(q)
         if len(shape) != 1 or shape != (product.dim,):
             raise ValueError(
-                f"configuration has shape {shape} but the manifold {product} takes one point of "
-                f"shape ({product.dim},): batch with jax.vmap (simulate accepts a leading batch "
-                "axis)."
+                f"the configuration has shape {shape}; the manifold {product} takes one point, "
+                f"q of shape ({product.dim},): batch with jax.vmap (simulate accepts a leading "
+                "batch axis)."
             )
 
     def chart(self, product, q):

@@ -39,9 +39,9 @@ class AbstractSurface(eqx.Module):
     def support(self, u: Float[Array, "3"]) -> Float[Array, ""]:
         """$h(u)$, 1-homogeneous in $u$."""
 
+    @abc.abstractmethod
     def contact_point(self, gamma: Float[Array, "3"]) -> Float[Array, "3"]:
         """$s(\\gamma) = \\nabla h(-\\gamma)$, the body-frame point of contact with the plane."""
-        return jax.grad(self.support)(-gamma)
 
     def height(self, gamma: Float[Array, "3"]) -> Float[Array, ""]:
         """$z = -s(\\gamma)\\cdot\\gamma$, the height of the body frame's origin above the plane."""
@@ -148,6 +148,9 @@ class SupportFunction(AbstractSurface):
 
     def support(self, u):
         return jnp.asarray(self.h(u))
+
+    def contact_point(self, gamma):
+        return jax.grad(self.support)(-gamma)
 
     def mesh(self) -> Mesh:
         """The boundary points $\\nabla h(u)$ over the directions $u$ of a sphere mesh."""

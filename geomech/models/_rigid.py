@@ -8,6 +8,7 @@ rad/s, then $\\dot x$ in m/s on SO(3) × ℝ³), and `point_parameters` the stor
 point (the unit quaternion $q_w, q_x, q_y, q_z$ of `jaxlie.SO3.wxyz`, then $x$).
 """
 
+import abc
 from typing import ClassVar
 
 import equinox as eqx
@@ -20,7 +21,7 @@ from .._constraint import HolonomicConstraint, LinearConstraint
 from .._geometry import SO3, Euclidean, Product
 from .._mesh import Mesh
 from .._scene import Scene
-from .._system import LagrangianSystem
+from .._system import AbstractBodiesLagrangian, LagrangianSystem
 from ..bodies import RigidBody
 from ._base import AbstractSceneModel
 
@@ -50,11 +51,15 @@ class _AbstractRigidModel(AbstractSceneModel):
     time_unit: ClassVar[str] = "s"
     path_coordinates: ClassVar[tuple[int, int] | None] = None
 
-    def lagrangian(self, R, omega):
-        return self.body.lagrangian(SO3(), self.gravity())(R, omega)
+    @abc.abstractmethod
+    def lagrangian(self) -> AbstractBodiesLagrangian:
+        """$L = T - U$ of the body (`gm.RigidBody.lagrangian`): a bodies Lagrangian, so the
+        equations are Kane's (docs/performance.md)."""
 
-    def gravity(self):
-        return jnp.zeros(3, self.body.mass.dtype)
+
+def _weightless(body: RigidBody) -> AbstractBodiesLagrangian:
+    """$L = T$ on SO(3), the body's frame origin a fixed point."""
+    return body.lagrangian(SO3(), jnp.zeros(3, body.mass.dtype))
 
 
 class FreeRigidBody(_AbstractRigidModel):
@@ -75,8 +80,11 @@ class FreeRigidBody(_AbstractRigidModel):
     def __init__(self, I1: ArrayLike = 1.0, I2: ArrayLike = 2.0, I3: ArrayLike = 3.0):
         self.body = RigidBody(1.0, _inertia(I1, I2, I3))
 
+    def lagrangian(self) -> AbstractBodiesLagrangian:
+        return _weightless(self.body)
+
     def system(self) -> LagrangianSystem:
-        return LagrangianSystem(self.lagrangian, manifold=SO3())
+        return LagrangianSystem(self.lagrangian(), manifold=SO3())
 
     def scene(self) -> Scene:
         """The equimomental ellipsoid turning about its centre (`Scene.pivoted`)."""
@@ -137,8 +145,11 @@ class HeavyTop(_AbstractTop):
         "heavy top on SO(3) through the upright position (Euler–Poisson, [Goldstein2002] §5.7)"
     )
 
+    def lagrangian(self) -> AbstractBodiesLagrangian:
+        return self.body.lagrangian(SO3(), self.gravity())
+
     def system(self) -> LagrangianSystem:
-        return LagrangianSystem(self.lagrangian, manifold=SO3())
+        return LagrangianSystem(self.lagrangian(), manifold=SO3())
 
     def scene(self) -> Scene:
         """The cone `top()` on its pivot, the centre of its base traced, a floor below."""
@@ -167,10 +178,10 @@ class PivotedTop(_AbstractTop):
     units: ClassVar[tuple[str, ...]] = ("rad/s",) * 3 + ("m/s",) * 3
     point_parameters: ClassVar[tuple[str, ...] | None] = (*_QUATERNION, "x", "y", "z")
 
-    def lagrangian(self, q, v):
+    def lagrangian(self) -> AbstractBodiesLagrangian:
         # the same body with its frame's origin at the centre of mass
         free = eqx.tree_at(lambda b: b.centre_of_mass, self.body, jnp.zeros(3, self.ell.dtype))
-        return free.lagrangian(self.manifold(), self.gravity())(q, v)
+        return free.lagrangian(self.manifold(), self.gravity())
 
     def manifold(self) -> Product:
         return Product(SO3(), Euclidean(3))
@@ -182,7 +193,7 @@ class PivotedTop(_AbstractTop):
 
     def system(self) -> LagrangianSystem:
         return LagrangianSystem(
-            self.lagrangian, constraint=HolonomicConstraint(self.pivot), manifold=self.manifold()
+            self.lagrangian(), constraint=HolonomicConstraint(self.pivot), manifold=self.manifold()
         )
 
     def scene(self) -> Scene:
@@ -246,9 +257,12 @@ class Suslov(_AbstractRigidModel):
         """$A(R) = e^\\top$: the constraint $\\langle\\omega, e_3\\rangle = 0$."""
         return jnp.asarray([E3], self.body.mass.dtype)
 
+    def lagrangian(self) -> AbstractBodiesLagrangian:
+        return _weightless(self.body)
+
     def system(self) -> LagrangianSystem:
         return LagrangianSystem(
-            self.lagrangian, constraint=LinearConstraint(self.axis), manifold=SO3()
+            self.lagrangian(), constraint=LinearConstraint(self.axis), manifold=SO3()
         )
 
     def scene(self) -> Scene:
@@ -303,9 +317,12 @@ class Veselova(_AbstractRigidModel):
         """$A(R) = \\gamma^\\top$, $\\gamma = R^\\top e_3$."""
         return R.inverse().apply(jnp.asarray(E3, self.body.mass.dtype))[None, :]
 
+    def lagrangian(self) -> AbstractBodiesLagrangian:
+        return _weightless(self.body)
+
     def system(self) -> LagrangianSystem:
         return LagrangianSystem(
-            self.lagrangian, constraint=LinearConstraint(self.vertical), manifold=SO3()
+            self.lagrangian(), constraint=LinearConstraint(self.vertical), manifold=SO3()
         )
 
     def scene(self) -> Scene:

@@ -54,6 +54,11 @@ class _AbstractRollingBody(AbstractRollingModel, AbstractSceneModel):
         body's $e_1$ axis traced (`Scene.rolling`)."""
         return Scene.rolling(self.rolling_body())
 
+    def contact_point(self, q) -> Float[Array, "2"]:
+        """$(x, y)$ of the point where the surface touches the plane (`gm.RollingBody.contact`)."""
+        return self.rolling_body().contact(q)[:2]
+
+
 class _AbstractRollingBall(_AbstractRollingBody):
     """A rolling body started from a given attitude, position and body angular velocity (the
     class's `start_omega`, `start_attitude`, `start_position` by default)."""
@@ -79,10 +84,6 @@ class _AbstractRollingBall(_AbstractRollingBody):
             given(position, self.start_position),
         )
         return State(q, body.rolling_velocity(q, given(omega, self.start_omega)))
-
-    def contact_point(self, q) -> Float[Array, "2"]:
-        """$(x, y)$ of the point where the surface touches the plane (`gm.RollingBody.contact`)."""
-        return self.rolling_body().contact(q)[:2]
 
 
 class ChaplyginSphere(_AbstractRollingBall):
