@@ -87,10 +87,10 @@ from ._geometry import SO3 as SO3
 from ._geometry import AbstractChart as AbstractChart
 from ._geometry import AbstractCoordinateManifold as AbstractCoordinateManifold
 from ._geometry import AbstractLieGroup as AbstractLieGroup
-from ._geometry import LieGroup as LieGroup
 from ._geometry import AbstractManifold as AbstractManifold
 from ._geometry import Circle as Circle
 from ._geometry import Euclidean as Euclidean
+from ._geometry import LieGroup as LieGroup
 from ._geometry import Product as Product
 from ._integrate import Solution as Solution
 from ._integrate import simulate as simulate
