@@ -581,6 +581,7 @@ def _fake_ensemble(model, B=40, T=30):
         energy=energy,
         constraint_residual=residual,
         position_residual=np.zeros_like(residual),
+        manifold=model.system().manifold,  # as `gm.Solution` carries it
     )
 
 
