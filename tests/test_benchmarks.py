@@ -255,3 +255,14 @@ def test_rigid_bodies_quick():
         assert 0.5 < g["steps_ratio_geomech_over_hand"] < 2.0, (name, g)
         assert g["ratio_per_step"] == g["us_per_trajectory_step"] / hand["us_per_trajectory_step"]
     assert "| rattleback | 2 | projection |" in "\n".join(out["table"])
+
+
+def test_walk_of_one_simulate_on_so3(capsys):
+    """benchmarks/walk.py (docs/architecture.md): the path from `simulate` to the solver on SO(3)
+    is the documented one — the engine's guarded step, the constrained field, `Projection`."""
+    _load("walk").main()
+    out = capsys.readouterr().out
+    assert "_solver/_projection.py acceleration" in out and "_engine.py integrate" in out
+    frames = int(out.split("geomech frames from simulate to the solver:")[1].split()[0])
+    jits = int(out.split("eqx.filter_jit boundaries on that path:")[1].split()[0])
+    assert frames <= 12 and jits <= 2, out
