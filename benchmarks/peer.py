@@ -1,6 +1,6 @@
 """A real peer: MuJoCo against geomech on the N-link planar pendulum chain (work–precision).
 
-    python benchmarks/peer.py --plot benchmarks/peer_cpu2.png     # N = 2 and 8, B = 1024, t1 = 10
+    python benchmarks/peer.py --plot benchmarks/figures/peer-cpu2.png     # N = 2 and 8, B = 1024, t1 = 10
     python benchmarks/peer.py --quick                             # N = 2, B = 16, t1 = 1
 
 The system is `gm.models.PlanarChain` (point masses $m_i$ on massless links of length $l_i$, gravity

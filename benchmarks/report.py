@@ -1,7 +1,7 @@
 """Markdown tables for benchmarks/README.md from the JSON the benchmark scripts print.
 
-    python benchmarks/report.py run=results_run.json gradients=results_gradients.json \\
-        compile=results_compile.json peer=results_peer.json
+    python benchmarks/report.py run=benchmarks/results/run/cpu2.json gradients=benchmarks/results/gradients/cpu2.json \\
+        compile=benchmarks/results/compile_time/cpu2.json peer=benchmarks/results/peer/cpu2.json
 
 Each `kind=path` argument names the script whose output the file holds; the tables are printed in
 that order, with the machine line of each file.

@@ -17,7 +17,7 @@ the number of steps, the maximum energy error max|E(t) - E(0)| (over every step 
 runs, over 2001 saved times of the adaptive ones), the energy error averaged over the first and
 the last tenth of [0, T] (their ratio measures drift: ~1 for a bounded error, ~19 for a linear
 drift) and the largest |h| and |phi|. `--plot` writes the figure
-`benchmarks/variational.png` (work–precision; energy error against time).
+`benchmarks/figures/variational.png` (work–precision; energy error against time).
 """
 
 import argparse
@@ -150,7 +150,7 @@ def plot(out, path):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="short horizon, one setting per method")
-    p.add_argument("--plot", action="store_true", help="write benchmarks/variational.png")
+    p.add_argument("--plot", action="store_true", help="write benchmarks/figures/variational.png")
     args = p.parse_args(argv)
     out = {
         "machine": {
@@ -184,7 +184,7 @@ def main(argv=None):
         out["models"][name] = {"T": T, "runs": runs}
     out["machine"]["load_average_end"] = os.getloadavg()
     if args.plot:
-        plot(out, os.path.join(os.path.dirname(os.path.abspath(__file__)), "variational.png"))
+        plot(out, os.path.join(os.path.dirname(os.path.abspath(__file__)), "figures/variational.png"))
     for model in out["models"].values():  # the curves are in the plot, not in the JSON
         for r in model["runs"]:
             del r["energy_error"]

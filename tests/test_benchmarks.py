@@ -5,6 +5,7 @@ documented JSON (peer.py: tests/test_peer.py; the bicycle: tests/test_bicycle.py
 import importlib.util
 import json
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -266,3 +267,21 @@ def test_walk_of_one_simulate_on_so3(capsys):
     frames = int(out.split("geomech frames from simulate to the solver:")[1].split()[0])
     jits = int(out.split("eqx.filter_jit boundaries on that path:")[1].split()[0])
     assert frames <= 12 and jits <= 2, out
+
+
+def test_results_are_filed_and_listed():
+    """Recorded results live in benchmarks/results/<benchmark>/ and figures in benchmarks/figures/,
+    none at the top level, each listed in the manifest of benchmarks/README.md, and every
+    results or figures path a page cites exists."""
+    bench = ROOT / "benchmarks"
+    assert not list(bench.glob("results_*.json")) and not list(bench.glob("*.png"))
+    files = {str(p.relative_to(bench)) for p in (bench / "results").rglob("*.json")}
+    files |= {str(p.relative_to(bench)) for p in (bench / "figures").glob("*.png")}
+    readme = (bench / "README.md").read_text()
+    manifest = readme.split("## Results manifest", 1)[1]
+    listed = {line.split("`")[1] for line in manifest.splitlines() if line.startswith("| `")}
+    assert listed == files
+    pages = [ROOT / "README.md", bench / "README.md", *(ROOT / "docs").glob("*.md")]
+    for page in pages:
+        for cited in re.findall(r"((?:results|figures)/[\w./-]+\.(?:json|png))", page.read_text()):
+            assert (bench / cited).exists(), f"{page.name} cites {cited}"
