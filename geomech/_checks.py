@@ -304,6 +304,16 @@ CONDITIONS: tuple[Condition, ...] = (
         failure="nonfinite_state", blocking=True,
     ),
     Condition(
+        "off_manifold", "off_manifold",
+        "the configuration q is not a point of the manifold (the stored parameters are off it: "
+        "a unit quaternion or unit complex number whose norm is not 1)",
+        "normalize it with system.manifold.normalize(q) (e.g. gm.SO3().normalize(q) for a "
+        "quaternion built by hand), or build it with jaxlie (jaxlie.SO3.exp, from_matrix, ...)",
+        "residual", lambda at: (at.stages.chart.centre_defect(), constraint_tolerance(at.v.dtype)),
+        detail="||q| − 1| of the unit quaternion or complex number", failure="off_manifold",
+        after=("nonfinite_state",), blocking=True,
+    ),
+    Condition(
         "nonfinite_time", "nonfinite", "the time t is NaN or inf", "give a finite t", "finite",
         lambda at: {"t": at.t}, consumers=_ASSEMBLE_VALIDATE, blocking=True,
     ),

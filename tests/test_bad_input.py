@@ -409,6 +409,8 @@ CASES: list[tuple[str, Callable, object]] = [
     ("linearize-nothing", lambda: gm.linearize(CIRCLE, ON_CIRCLE, coordinates=(), speeds=()), raises(ValueError, r"coordinates and speeds are both empty")),
     ("linearize-overlap", lambda: gm.linearize(CIRCLE, ON_CIRCLE, coordinates=(0,), speeds=(0,), fixed_q=(0,)), raises(ValueError, r"coordinates and fixed_q")),
     ("linearize-body-symmetry-out-of-range", lambda: gm.linearize(SUSLOV, ON_SUSLOV, coordinates=(0, 1), speeds=(0,), fixed_q=(2,), fixed_v=(2,), body_symmetries=(7,)), raises(ValueError, r"body_symmetries index 7 is out of range: indices must lie in 0..2")),
+    ("acceleration-quaternion-norm-2", _acc(SUSLOV, gm.State(jaxlie.SO3(2.0 * ON_SUSLOV.q.wxyz), ON_SUSLOV.v)), raises(RUNTIME, r"not a point of the manifold.*normalize")),
+    ("validate-zero-quaternion", lambda: gm.validate(SUSLOV, gm.State(jaxlie.SO3(0.0 * ON_SUSLOV.q.wxyz), ON_SUSLOV.v)), reports(["off_manifold"], r"\|\|q\| − 1\| of the unit quaternion or complex number = 1")),
     ("linearize-body-symmetry-not-held", lambda: gm.linearize(SUSLOV, ON_SUSLOV, coordinates=(0, 1, 2), speeds=(0,), fixed_v=(2,), body_symmetries=(2,)), raises(ValueError, r"body_symmetries \(2,\) must be held directions, in fixed_q \(\)")),
     # gm.VariationalIntegrator
     ("variational-no-dt0", _sim(integrator=gm.VariationalIntegrator()), raises(ValueError, r"gm.VariationalIntegrator needs a fixed step: pass dt0")),
@@ -577,9 +579,11 @@ def test_the_table_is_comprehensive():
     kinds = {type(c[2]) for c in CASES}
     assert kinds == {Raises, Reports, Exits, Flagged, Stops}
     flagged_codes = {c[2].failure for c in CASES if isinstance(c[2], Flagged)}
-    # the other two codes are flagged in test_failures.py: a rank-deficient W, and non-finite
-    # multipliers of simulate_vakonomic (the `flagged` outcome runs gm.simulate)
-    assert flagged_codes == set(gm.Failure._name_to_item) - {"work_space", "nonfinite_multipliers"}
+    # the other three codes are flagged in test_failures.py: a rank-deficient W, non-finite
+    # multipliers of simulate_vakonomic (the `flagged` outcome runs gm.simulate), and a point off
+    # the group (the `flagged` batches here are on coordinates)
+    others = {"work_space", "nonfinite_multipliers", "off_manifold"}
+    assert flagged_codes == set(gm.Failure._name_to_item) - others
 
 
 def test_the_condition_table_is_documented():

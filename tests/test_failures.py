@@ -426,3 +426,63 @@ def test_honest_times_backwards_and_in_a_batch():
     solo = run(jax.tree_util.tree_map(lambda x: x[1], batch))
     np.testing.assert_array_equal(sol.ts[1], solo.ts)
     np.testing.assert_array_equal(sol.states.q[1], solo.states.q)
+
+
+# -- points off the group ------------------------------------------------------------------------
+
+
+def test_a_point_off_the_group_is_refused_and_normalize_repairs_it():
+    """A quaternion of norm 2 (or 1 + 1e-6, or 0) is not a rotation: `validate`, `acceleration`
+    and `simulate` refuse it (`off_manifold`, a relative and unit-free test of |q| − 1), the other
+    members of the batch are integrated bit for bit as alone, and `manifold.normalize` gives the
+    point it was meant to be (the heavy top's accelerations from the Euler–Poisson equations,
+    tests/test_rigid_models.py)."""
+    import jaxlie
+
+    import geomech.models as gmm
+
+    top = gmm.HeavyTop()
+    system, y = (
+        top.system(),
+        top.initial_state(omega0=(0.3, 0.2, 6.0), R0=jaxlie.SO3.exp(jnp.array([0.4, 0.1, 0.0]))),
+    )
+    wxyz = y.q.wxyz
+    for scale in (2.0, 1.0 + 1e-6, 0.0):
+        off = gm.State(jaxlie.SO3(scale * wxyz), y.v)
+        report = gm.validate(system, off)
+        assert [p.code for p in report.problems] == ["off_manifold"], report
+        with pytest.raises(Exception, match="not a point of the manifold"):
+            gm.acceleration(system, off)
+    assert not gm.validate(system, gm.State(jaxlie.SO3(wxyz * (1 + 1e-13)), y.v)).problems
+    repaired = gm.State(system.manifold.normalize(jaxlie.SO3(2.0 * wxyz)), y.v)
+    np.testing.assert_allclose(
+        gm.acceleration(system, repaired), gm.acceleration(system, y), rtol=1e-14
+    )
+    # in a batch: flagged, the others bit for bit the run without it
+    vs = jnp.stack([y.v, 0.5 * y.v, y.v])
+    batch = gm.State(jaxlie.SO3(jnp.stack([wxyz, wxyz, 2.0 * wxyz])), vs)
+    kw = dict(saveat=diffrax.SaveAt(ts=TS), throw=False)
+    sol = gm.simulate(system, batch, 0.0, 0.5, **kw)
+    np.testing.assert_array_equal(sol.failure == gm.Failure.off_manifold, [False, False, True])
+    good = gm.simulate(system, gm.State(jaxlie.SO3(jnp.stack([wxyz, wxyz])), vs[:2]), 0.0, 0.5, **kw)
+    np.testing.assert_array_equal(sol.states.v[:2], good.states.v)
+    np.testing.assert_array_equal(sol.states.q.wxyz[:2], good.states.q.wxyz)
+
+
+def test_an_se2_point_off_the_group_is_refused():
+    """The Chaplygin sled on SE(2) with its unit complex number scaled by 3 (it would drive a
+    circle three times too large): refused by `validate`."""
+    import jaxlie
+
+    group = gm.SE2()
+    q = jaxlie.SE2.from_xy_theta(0.1, 0.2, 0.3)
+    off = jaxlie.SE2(q.unit_complex_xy.at[:2].multiply(3.0))
+    assert float(group.point_defect(off)) == pytest.approx(2.0)
+    assert float(group.point_defect(group.normalize(off))) < 1e-15
+    system = gm.LagrangianSystem(
+        lambda g, v: 0.5 * v @ v,
+        constraint=gm.LinearConstraint(lambda g: jnp.array([[0.0, 1.0, 0.0]])),
+        manifold=group,
+    )
+    report = gm.validate(system, gm.State(off, jnp.array([1.0, 0.0, 0.2])))
+    assert [p.code for p in report.problems] == ["off_manifold"]

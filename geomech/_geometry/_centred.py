@@ -51,5 +51,8 @@ class CentredChart(AbstractChart):
     def moved(self, x, v):
         return self.manifold.oplus(self.point(x), v)
 
+    def centre_defect(self):
+        return self.manifold.point_defect(self.q)
+
     def system(self, system):
         return system.in_chart(self)

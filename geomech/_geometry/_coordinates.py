@@ -22,11 +22,15 @@ class AbstractCoordinateManifold(AbstractManifold):
 
     def check(self, q) -> None:
         shape = jnp.shape(q)
-        if len(shape) != 1 or (self.dim is not None and shape != (self.dim,)):
-            n = "n" if self.dim is None else self.dim
+        if len(shape) != 1:
             raise ValueError(
                 f"the configuration has shape {shape}; the manifold {self} takes one point, "
-                f"q of shape ({n},): batch with jax.vmap (simulate accepts a leading batch axis)."
+                "q of shape (n,): batch with jax.vmap (simulate accepts a leading batch axis)."
+            )
+        if self.dim is not None and shape != (self.dim,):
+            raise ValueError(
+                f"the configuration has shape {shape} but the manifold {self} has dimension "
+                f"{self.dim}: q must have shape ({self.dim},)."
             )
 
     def point_defect(self, q):
@@ -149,6 +153,9 @@ class IdentityChart(AbstractChart):
 
     def moved(self, x, v):
         return self.manifold.oplus(x, v)
+
+    def centre_defect(self):
+        return jnp.zeros((), jnp.result_type(self.q))
 
     def system(self, system):
         return system

@@ -134,6 +134,11 @@ class AbstractChart(eqx.Module):
         the manifold's own increment `v` (along its velocity frame, `velocity_of_point`)."""
 
     @abc.abstractmethod
+    def centre_defect(self) -> Float[Array, ""]:
+        """`point_defect` of the centre: how far the point the chart was built at is off the
+        manifold (0 on coordinate manifolds)."""
+
+    @abc.abstractmethod
     def system(self, system):
         """The `LagrangianSystem` `system` written in this chart: every user function
         $f(q, \\ldots)$ read as $f(\\mathrm{point}(x), \\ldots)$ (`pull`)."""
