@@ -71,17 +71,35 @@ def enclosing_differentiation() -> tuple[bool, bool]:
     return (forward, reverse) if forward or reverse else (True, True)
 
 
-def automatic_adjoint(adjoint: diffrax.AbstractAdjoint) -> diffrax.AbstractAdjoint:
+def automatic_adjoint(adjoint: diffrax.AbstractAdjoint, batched: bool) -> diffrax.AbstractAdjoint:
     """The adjoint `simulate` uses for the default `adjoint` (any `RecursiveCheckpointAdjoint`)
-    at the current trace state (see the module's docstring); any other adjoint as given."""
+    at the current trace state (see the module's docstring); any other adjoint as given.
+
+    A batch (`batched`, or a `jax.vmap` around the call) keeps the reverse-mode default where
+    `ForwardOrReverse` would be chosen: its tangent primitive cannot be transposed under `vmap`
+    when a closed-over parameter is shared by the members (equinox's batched transpose gives the
+    parameter's cotangent the batch axis its input lacks). Forward mode through a jitted batch:
+    pass `adjoint=diffrax.ForwardMode()`."""
     if not isinstance(adjoint, diffrax.RecursiveCheckpointAdjoint):
         return adjoint
     forward, reverse = enclosing_differentiation()
     if forward and not reverse:
         return diffrax.ForwardMode()
-    if forward and reverse:
+    if forward and reverse and not (batched or _under_vmap()):
         return ForwardOrReverse(adjoint)
     return adjoint  # reverse mode, or none (outside every transformation, or under jax.vmap)
+
+
+def _under_vmap() -> bool:
+    """Whether a `jax.vmap` encloses the current trace (up to the nearest staged program)."""
+    trace = jax_core.trace_ctx.trace
+    while trace is not None and not isinstance(trace, jax_core.EvalTrace):
+        if isinstance(trace, jax_batching.BatchTrace):
+            return True
+        if not isinstance(trace, jax_ad.JVPTrace | jax_ad.LinearizeTrace):
+            return False
+        trace = getattr(trace, "parent_trace", None)
+    return False
 
 
 # -- a solve differentiable in both modes ---------------------------------------------------------
