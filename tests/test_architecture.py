@@ -225,7 +225,7 @@ def _overrides(classes) -> list[str]:
 
 
 def test_no_concrete_method_is_overridden():
-    """Abstract classes declare, concrete classes are final (equinox's rule, DESIGN §4): no method
+    """Abstract classes declare, concrete classes are final (equinox's rule): no method
     of a geomech class replaces a concrete one of its geomech base classes."""
     offenders = _overrides(_geomech_classes())
     assert not offenders, "\n".join(offenders)

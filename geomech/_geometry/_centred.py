@@ -1,5 +1,5 @@
 r"""The chart centred at a point of a Lie group (or of a product with one), and a system written in
-it (docs/lie_groups.md, DESIGN §5).
+it (docs/lie_groups.md).
 
 At the centre, $\psi = 0$, the chart's velocity is the manifold's own (left-trivialized, body)
 velocity, $\dot\psi = v$ and $\ddot\psi = \dot v$. A system is written in the chart by reading
