@@ -71,35 +71,17 @@ def enclosing_differentiation() -> tuple[bool, bool]:
     return (forward, reverse) if forward or reverse else (True, True)
 
 
-def automatic_adjoint(adjoint: diffrax.AbstractAdjoint, batched: bool) -> diffrax.AbstractAdjoint:
+def automatic_adjoint(adjoint: diffrax.AbstractAdjoint) -> diffrax.AbstractAdjoint:
     """The adjoint `simulate` uses for the default `adjoint` (any `RecursiveCheckpointAdjoint`)
-    at the current trace state (see the module's docstring); any other adjoint as given.
-
-    A batch (`batched`, or a `jax.vmap` around the call) keeps the reverse-mode default where
-    `ForwardOrReverse` would be chosen: its tangent primitive cannot be transposed under `vmap`
-    when a closed-over parameter is shared by the members (equinox's batched transpose gives the
-    parameter's cotangent the batch axis its input lacks). Forward mode through a jitted batch:
-    pass `adjoint=diffrax.ForwardMode()`."""
+    at the current trace state (see the module's docstring); any other adjoint as given."""
     if not isinstance(adjoint, diffrax.RecursiveCheckpointAdjoint):
         return adjoint
     forward, reverse = enclosing_differentiation()
     if forward and not reverse:
         return diffrax.ForwardMode()
-    if forward and reverse and not (batched or _under_vmap()):
+    if forward and reverse:
         return ForwardOrReverse(adjoint)
     return adjoint  # reverse mode, or none (outside every transformation, or under jax.vmap)
-
-
-def _under_vmap() -> bool:
-    """Whether a `jax.vmap` encloses the current trace (up to the nearest staged program)."""
-    trace = jax_core.trace_ctx.trace
-    while trace is not None and not isinstance(trace, jax_core.EvalTrace):
-        if isinstance(trace, jax_batching.BatchTrace):
-            return True
-        if not isinstance(trace, jax_ad.JVPTrace | jax_ad.LinearizeTrace):
-            return False
-        trace = getattr(trace, "parent_trace", None)
-    return False
 
 
 # -- a solve differentiable in both modes ---------------------------------------------------------
@@ -212,6 +194,25 @@ _tangent_p = eqxi.create_vprim(
     eqxi.filter_primitive_jvp(_jvp),
     _transpose_rule,
 )
+_vprim_batch = jax_batching.fancy_primitive_batchers[_tangent_p]  # equinox's (`create_vprim`)
+
+
+def _batch_every_input(axis_data, inputs, batch_axes, **params):
+    """Under `jax.vmap` (a batched `simulate`), every input of the tangent primitive is given the
+    batch axis: equinox's batched transpose returns each input's cotangent with the input's own
+    batch axis, so an input shared by the members (a parameter the Lagrangian closes over,
+    whose cotangent is per member) must be broadcast here, where JAX transposes the broadcast
+    into the sum over the members."""
+    if any(b is not None for b in batch_axes):
+        inputs = tuple(
+            x if b is not None else jnp.broadcast_to(x, (axis_data.size, *jnp.shape(x)))
+            for x, b in zip(inputs, batch_axes, strict=True)
+        )
+        batch_axes = tuple(0 if b is None else b for b in batch_axes)
+    return _vprim_batch(axis_data, inputs, batch_axes, **params)
+
+
+jax_batching.fancy_primitive_batchers[_tangent_p] = _batch_every_input
 
 
 @eqx.filter_custom_jvp

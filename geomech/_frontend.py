@@ -408,9 +408,7 @@ def run_checked(
 
     # the default adjoint serves reverse mode only: chosen here from the transformations that
     # trace this call (`_adjoint.automatic_adjoint`)
-    options = eqx.tree_at(
-        lambda o: o.adjoint, options, automatic_adjoint(options.adjoint, bool(batch_shape))
-    )
+    options = eqx.tree_at(lambda o: o.adjoint, options, automatic_adjoint(options.adjoint))
 
     def run(given, throw_in_jit):
         return program(options, given, throw_in_jit)

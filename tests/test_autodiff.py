@@ -85,8 +85,9 @@ def test_float32():
 
 
 def test_reverse_mode_through_a_jitted_batch():
-    """`jax.grad`/`jax.jacrev` of a jitted batched `simulate` whose Lagrangian closes over the
-    parameter (the members share it): the same derivative as without `jax.jit`, and central
+    """`jax.jacrev` and `jax.jacfwd` of a jitted batched `simulate` whose Lagrangian closes over
+    the parameter (the members share it; inside `jax.jit` the mode is not known, so the solve
+    serves both, `_adjoint.ForwardOrReverse`): the derivative without `jax.jit`, and central
     differences."""
 
     def f(k):
@@ -99,3 +100,4 @@ def test_reverse_mode_through_a_jitted_batch():
     eager, jitted = jax.jacrev(f)(k), jax.jacrev(jax.jit(f))(k)
     np.testing.assert_allclose(jitted, eager, rtol=1e-12)
     np.testing.assert_allclose(eager, (f(k + h) - f(k - h)) / (2 * h), rtol=1e-6)
+    np.testing.assert_allclose(jax.jacfwd(jax.jit(f))(k), eager, rtol=1e-10)
