@@ -33,6 +33,7 @@ def oscillator(batch=None):
         energy=squeeze(energy),
         constraint_residual=squeeze(residual),
         position_residual=squeeze(np.zeros_like(energy)),
+        manifold=gm.Euclidean(2),  # as `gm.Solution` carries it
     )
 
 
@@ -170,7 +171,8 @@ def spinning_body(batch=None):
     if batch is not None:
         q = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (batch, *a.shape)), q)
         v, t = jnp.broadcast_to(v, (batch, *v.shape)), np.broadcast_to(ts, (batch, ts.size))
-    return types.SimpleNamespace(ts=t, states=gm.State(q, v))
+    manifold = gm.Product(gm.SO3(), gm.Euclidean(2))
+    return types.SimpleNamespace(ts=t, states=gm.State(q, v), manifold=manifold)
 
 
 def test_angular_velocity_orientation_and_contact_path_of_a_rigid_body():

@@ -6,7 +6,7 @@ import abc
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array, ArrayLike, Float
 
 from ._manifold import AbstractChart, AbstractManifold
 
@@ -135,7 +135,7 @@ class IdentityChart(AbstractChart):
     a product of them."""
 
     manifold: AbstractManifold
-    q: Float[Array, " n"]
+    q: Float[ArrayLike, " n"]
 
     @property
     def origin(self):

@@ -52,11 +52,16 @@ class _Concatenated(_AbstractLayout):
 
     def check(self, product, q):
         shape = jnp.shape(q)
-        if len(shape) != 1 or shape != (product.dim,):
+        if len(shape) != 1:
             raise ValueError(
                 f"the configuration has shape {shape}; the manifold {product} takes one point, "
                 f"q of shape ({product.dim},): batch with jax.vmap (simulate accepts a leading "
                 "batch axis)."
+            )
+        if shape != (product.dim,):
+            raise ValueError(
+                f"the configuration has shape {shape} but the manifold {product} has dimension "
+                f"{product.dim}: q must have shape ({product.dim},)."
             )
 
     def chart(self, product, q):
