@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import geomech as gm
-from geomech._geometry import DIFFRAX_SOLVER_STATE, MuntheKaas
+from geomech._geometry import DIFFRAX_SOLVER_STATE, MuntheKaas, point_difference
 
 MANIFOLDS = {
     "R3": gm.Euclidean(3),
@@ -54,6 +54,8 @@ def test_oplus_ominus_round_trip(manifold):
     for _ in range(3):
         q, psi = random_point(manifold, rng), tangent(manifold, rng, 0.7)
         close(manifold.ominus(manifold.oplus(q, psi), q), psi, rtol=1e-10, atol=1e-12)
+        # the same difference read from the points alone (what a group action's generators use)
+        close(point_difference(q, manifold.oplus(q, psi)), psi, rtol=1e-10, atol=1e-12)
         close(manifold.oplus(q, jnp.zeros(manifold.dim)), q, atol=1e-15)
 
 

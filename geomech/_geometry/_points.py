@@ -36,7 +36,9 @@ def point_difference(q, p) -> Float[Array, " n"]:
     coordinates, concatenated for a tuple (`AbstractManifold.ominus` without the manifold)."""
     if isinstance(q, tuple):
         return jnp.concatenate([point_difference(a, b) for a, b in zip(q, p, strict=True)])
-    return jaxlie.manifold.rminus(q, p)
+    if isinstance(q, jaxlie.MatrixLieGroup):
+        return (q.inverse() @ p).log()
+    return jnp.asarray(p) - jnp.asarray(q)  # jaxlie.manifold.rminus gives q - p on arrays
 
 
 def point_parameters(q) -> Float[Array, "... p"]:
