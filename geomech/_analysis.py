@@ -323,12 +323,21 @@ class Linearization(eqx.Module):
     - `state`: the consistent state the linearization was taken at.
     - `rate`: $f(z)$ at that state, i.e. $(\\dot q_c, \\dot v_s)$; it is zero at an equilibrium of
         the reduced dynamics (a steady motion), where `A` decides linear stability.
+    - `held_rate`: the rates of the held entries, $(\\dot q_{\\text{fixed\\_q}},
+        \\dot v_{\\text{fixed\\_v}})$ (in the turning frame for `body_symmetries`). Where one is
+        not zero, `rate = 0` alone does not make the state a steady motion: it is one only if
+        the dynamics does not depend on that held coordinate (a cyclic coordinate, e.g. a rolling
+        disk's position and heading) or it is a declared body symmetry; a held speed must not
+        change (its $\\dot v$ should be zero). E.g. a spinning top held about its axis in a
+        chart that does not turn with it (no `body_symmetries`) has `rate = 0` but
+        `held_rate` = its spin, and its `A` is not the linearization of the steady spin.
     """
 
     A: Float[Array, "N N"]
     eigenvalues: Complex[Array, " N"]
     state: State
     rate: Float[Array, " N"]
+    held_rate: Float[Array, " H"]
 
 
 class _Selection(eqx.Module):
@@ -419,11 +428,12 @@ def _linearization(system, state, solver, t, sel: _Selection, newton: _Newton):
         else:
             rate = system.manifold.dexp_inverse(psi, v)  # ψ̇ (docs/lie_groups.md)
         f = jnp.concatenate([rate[ci], a[si]])
-        return f, f
+        held = jnp.concatenate([rate[jnp.array(sel.fixed_q, int)], a[jnp.array(sel.fixed_v, int)]])
+        return f, (f, held)
 
     z0 = jnp.concatenate([at.q[ci], x0.v[si]])
-    A, rate = jax.jacfwd(rhs, has_aux=True)(z0)
-    return A, rate, x0
+    A, (rate, held_rate) = jax.jacfwd(rhs, has_aux=True)(z0)
+    return A, rate, held_rate, x0
 
 
 def _turning_with(system, directions, q, psi, v, a):
@@ -451,8 +461,8 @@ def _turning_with(system, directions, q, psi, v, a):
 
 @eqx.filter_jit
 def _linearize_jit(system, state, solver, t, sel, newton):
-    A, rate, x = _linearization(system, state, solver, t, sel, newton)
-    return Linearization(A, jnp.linalg.eigvals(A), x, rate)
+    A, rate, held_rate, x = _linearization(system, state, solver, t, sel, newton)
+    return Linearization(A, jnp.linalg.eigvals(A), x, rate, held_rate)
 
 
 def linearize(
@@ -520,7 +530,8 @@ def linearize(
     - `solver`: the solver for $a_R$ (all solvers give the same `A`).
     - `t`: the time.
 
-    **Returns:** a `Linearization` with `A`, `eigenvalues`, `state` and `rate`.
+    **Returns:** a `Linearization` with `A`, `eigenvalues`, `state`, `rate` and `held_rate`
+    (read both rates before reading stability from `eigenvalues`).
     """
     sel = _check_linearize_args(
         system, state, t, coordinates, speeds, fixed_q, fixed_v, body_symmetries
@@ -581,7 +592,7 @@ def _crossing_value(mu, family, fargs, options: _Boundary):
     system, state = family(mu, fargs)
     sel = _check_linearize_args(system, state, options.t, *options.sets)
     t = jnp.asarray(options.t, state.q.dtype)
-    A, _, _ = _linearization(system, state, options.solver, t, sel, options.newton)
+    A, _, _, _ = _linearization(system, state, options.solver, t, sel, options.newton)
     N = A.shape[0]
     z = options.zero_eigenvalues
     # scale-free coefficients: ĉ_j = c_j / ρ^(N-j), ρ = RMS entry of A (> 0), same roots in μ

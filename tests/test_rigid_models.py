@@ -117,6 +117,29 @@ def test_heavy_top_through_upright_against_euler_poisson():
     np.testing.assert_allclose(sol.energy, sol.energy[0], rtol=1e-9)
 
 
+def test_sleeping_top_linearized_says_what_it_holds():
+    """The upright top spinning at n about its axis (Maxwell's sleeping top): stable iff
+    $C^2 n^2 > 4 A m g \\ell$ ([Goldstein2002, §5.7]; $A = I_1 + m\\ell^2$ about the pivot,
+    $C = I_3$). Linearized in the frame that turns with the spin (`body_symmetries`) the
+    eigenvalues give that verdict on either side of the threshold; held in a chart that does not
+    turn, `rate` is zero but `held_rate` reports the spin, so nobody reads the eigenvalues of a
+    state that is not a steady motion of that chart."""
+    top = gmm.HeavyTop()
+    A = float(top.body.inertia[0, 0]) + float(top.body.mass * top.ell**2)
+    C, mgl = float(top.body.inertia[2, 2]), float(top.body.mass * top.g * top.ell)
+    n_c = np.sqrt(4 * A * mgl) / C
+    sets = dict(coordinates=(0, 1), speeds=(0, 1), fixed_q=(2,), fixed_v=(2,))
+    for n, stable in [(0.9 * n_c, False), (1.1 * n_c, True)]:
+        state = top.initial_state(omega0=(0.0, 0.0, n))
+        lin = gm.linearize(top.system(), state, body_symmetries=(2,), **sets)
+        growth = float(jnp.max(lin.eigenvalues.real))
+        assert (abs(growth) < 1e-9) if stable else (growth > 0.1), (n, growth)
+        np.testing.assert_allclose(lin.rate, 0.0, atol=1e-12)
+        still = gm.linearize(top.system(), state, **sets)  # no body symmetry declared
+        np.testing.assert_allclose(still.rate, 0.0, atol=1e-12)
+        np.testing.assert_allclose(still.held_rate, [n, 0.0], atol=1e-12)
+
+
 def test_pivoted_top_turns_like_the_top_on_so3():
     """The body on SO(3) × ℝ³ held at its pivot: the rotation and ω of `HeavyTop`, pivot held."""
     top, pivoted = gmm.HeavyTop(), gmm.PivotedTop()
