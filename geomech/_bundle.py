@@ -54,11 +54,18 @@ class State(eqx.Module):
     def __check_init__(self):
         batch, n = point_shape(self.q)
         if n == 0 or self.v.shape != (*batch, n):
-            q = self.q.shape if isinstance(self.q, jax.Array) else f"with batch axes {batch}, dim {n}"
+            if isinstance(self.q, jax.Array):
+                hint = (
+                    "on a Lie group q is the group element, not its parameters: e.g. "
+                    "jaxlie.SO3(wxyz) for a unit quaternion, with v of the tangent dimension"
+                )
+                q = self.q.shape
+            else:
+                hint = f"on a group v has shape {(*batch, n)}: q's batch axes and the tangent dimension"
+                q = f"with batch axes {batch}, dim {n}"
             raise ValueError(
                 f"State(q, v) needs q and v of the same shape (..., n); got q {q} and v "
-                f"{self.v.shape} (on a group: v of shape {(*batch, n)}, q's batch axes and the "
-                "tangent dimension, docs/lie_groups.md)."
+                f"{self.v.shape} ({hint}; docs/lie_groups.md)."
             )
         dtypes = {jnp.result_type(x) for x in jax.tree_util.tree_leaves(self.q)}
         if dtypes != {self.v.dtype}:

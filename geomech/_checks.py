@@ -206,9 +206,12 @@ class At:
         self.system, self.state, self.t = stages.system, stages.state, stages.t
         self.q, self.v, self.k = stages.state.q, stages.state.v, stages.k
         # on a Lie group the stages are in the chart centred at the point (where q = 0): the
-        # point itself (`point`, a State) and the size of its coordinates (`scale`, what the
-        # holonomic residual is measured against)
-        self.point = stages.state if point is None else point
+        # point itself (`point`, a State; by default read back from the chart, so a NaN
+        # quaternion is "not finite" rather than "off the manifold") and the size of its
+        # coordinates (`scale`, what the holonomic residual is measured against)
+        if point is None:
+            point = type(stages.state)(stages.chart.point(self.q), self.v)
+        self.point = point
         self.scale = self.q if scale is None else scale
         self._extra = extra
         self._values = {}

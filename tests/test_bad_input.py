@@ -410,6 +410,8 @@ CASES: list[tuple[str, Callable, object]] = [
     ("linearize-overlap", lambda: gm.linearize(CIRCLE, ON_CIRCLE, coordinates=(0,), speeds=(0,), fixed_q=(0,)), raises(ValueError, r"coordinates and fixed_q")),
     ("linearize-body-symmetry-out-of-range", lambda: gm.linearize(SUSLOV, ON_SUSLOV, coordinates=(0, 1), speeds=(0,), fixed_q=(2,), fixed_v=(2,), body_symmetries=(7,)), raises(ValueError, r"body_symmetries index 7 is out of range: indices must lie in 0..2")),
     ("acceleration-quaternion-norm-2", _acc(SUSLOV, gm.State(jaxlie.SO3(2.0 * ON_SUSLOV.q.wxyz), ON_SUSLOV.v)), raises(RUNTIME, r"not a point of the manifold.*normalize")),
+    ("acceleration-nan-quaternion", _acc(SUSLOV, gm.State(jaxlie.SO3(jnp.nan * ON_SUSLOV.q.wxyz), ON_SUSLOV.v)), raises(RUNTIME, r"the state has NaN or inf entries in q or v: give finite q and v")),
+    ("state-wxyz-array-as-q", lambda: gm.State(ON_SUSLOV.q.wxyz, ON_SUSLOV.v), raises(ValueError, r"got q \(4,\) and v \(3,\).*q is the group element, not its parameters: e.g. jaxlie.SO3\(wxyz\)")),
     ("validate-zero-quaternion", lambda: gm.validate(SUSLOV, gm.State(jaxlie.SO3(0.0 * ON_SUSLOV.q.wxyz), ON_SUSLOV.v)), reports(["off_manifold"], r"\|\|q\| − 1\| of the unit quaternion or complex number = 1")),
     ("linearize-body-symmetry-not-held", lambda: gm.linearize(SUSLOV, ON_SUSLOV, coordinates=(0, 1, 2), speeds=(0,), fixed_v=(2,), body_symmetries=(2,)), raises(ValueError, r"body_symmetries \(2,\) must be held directions, in fixed_q \(\)")),
     # gm.VariationalIntegrator
