@@ -306,9 +306,13 @@ def _assemble(
     # a nested jit: every evaluation of the stages in one program (the integrator's stages, the
     # initial step, the precondition checks of `simulate`) reuses one trace
     q, v = state.q, state.v
+    # every stage in the state's dtype, whatever the dtype of the model's parameters (a float64
+    # inertia or A(q) in a float32 run): what autodiff's cotangents already do
+    in_dtype = lambda x: x.astype(v.dtype)
     M, Q, M_pattern = _mass_and_force(system, t, q, v)
+    M, Q = in_dtype(M), in_dtype(Q)
     mass = mass_operator(M, M_pattern)
-    F0 = system.known_work_force(t, q, v)
+    F0 = in_dtype(system.known_work_force(t, q, v))
     if system.constraint is None:
         A = jnp.zeros((0, q.shape[0]), q.dtype)
         phi = b = jnp.zeros((0,), q.dtype)
@@ -316,11 +320,13 @@ def _assemble(
         gram, ideal = DenseGram(), True
     else:
         phi, A, b, A_pattern = _constraint_stages(system, t, q, v)
+        phi, A, b = in_dtype(phi), in_dtype(A), in_dtype(b)
         ideal = system.work_space is None
         if ideal:
             C, C_pattern = A, A_pattern
         else:
             C_pattern, C = _traced(_call, system.work_space.annihilator_matrix, t, q, v)
+            C = in_dtype(C)
         A_rows, C_rows = rows_operator(A, A_pattern), columns_operator(C, C_pattern)
         gram = mass.gram(A_pattern, C_pattern)
     stages = Stages(

@@ -140,6 +140,20 @@ def test_sleeping_top_linearized_says_what_it_holds():
         np.testing.assert_allclose(still.held_rate, [n, 0.0], atol=1e-12)
 
 
+@pytest.mark.parametrize("model", [gmm.HeavyTop(), gmm.Suslov()], ids=type)
+def test_float32_bodies_run_in_float32(model):
+    """A float32 state of a body whose parameters are float64 (the model's inertia, Suslov's
+    A(q)) runs in float32, as on coordinates: every stage in the state's dtype."""
+    y0 = model.initial_state()
+    y32 = jax.tree_util.tree_map(lambda x: x.astype(jnp.float32), y0)
+    a32, a64 = gm.acceleration(model.system(), y32), gm.acceleration(model.system(), y0)
+    assert a32.dtype == jnp.float32
+    np.testing.assert_allclose(a32, a64, rtol=1e-5, atol=1e-5 * float(jnp.max(jnp.abs(a64))))
+    sol = gm.simulate(model.system(), y32, 0.0, 0.5, rtol=1e-5, atol=1e-5)
+    assert sol.result == diffrax.RESULTS.successful
+    assert {x.dtype for x in jax.tree_util.tree_leaves(sol.states)} == {jnp.dtype(jnp.float32)}
+
+
 def test_pivoted_top_turns_like_the_top_on_so3():
     """The body on SO(3) × ℝ³ held at its pivot: the rotation and ω of `HeavyTop`, pivot held."""
     top, pivoted = gmm.HeavyTop(), gmm.PivotedTop()
