@@ -497,3 +497,33 @@ def test_builders_refuse_bad_input(build, match):
     """Shapes and values are checked when the building block is built, before any tracing."""
     with pytest.raises((ValueError, TypeError), match=match):
         build()
+
+
+@pytest.mark.parametrize(
+    "build, match",
+    [
+        (lambda x: gm.Sphere(-0.5 * x), r"Sphere: `radius` must be finite and positive"),
+        (lambda x: gm.Ellipsoid(jnp.array([1.0, jnp.nan, 1.0]) * x), r"Ellipsoid: `semi_axes`"),
+        (lambda x: gm.RigidBody(-x, jnp.ones(3)), r"RigidBody: `mass` must be finite and positive"),
+        (lambda x: gm.RigidBody(x, jnp.array([1.0, 1.0, 3.0]) * x), r"principal moments no body has"),
+    ],
+)
+def test_traced_bad_values_are_refused_inside_the_program(build, match):
+    """The same values, traced (a body swept under jit/vmap, the documented way), are refused
+    inside the program: under `vmap` the batch with one bad member raises, the good batch runs,
+    and a rolling body built from a traced radius does not roll "successfully"."""
+    leaves = lambda x: jax.tree_util.tree_leaves(build(x))
+    with pytest.raises(eqx.EquinoxRuntimeError, match=match):
+        eqx.filter_jit(leaves)(jnp.asarray(1.0))
+    with pytest.raises(eqx.EquinoxRuntimeError, match=match):
+        eqx.filter_jit(jax.vmap(leaves))(jnp.array([1.0, 1.0]))
+
+
+def test_a_traced_bad_radius_stops_the_rolling_ball():
+    model = gmm.ChaplyginSphere()
+    y0 = model.initial_state()
+    ball = lambda a: eqx.tree_at(lambda m: m.a, model, a)
+    accelerate = eqx.filter_jit(lambda a: gm.acceleration(ball(a).system(), y0))
+    assert jnp.all(jnp.isfinite(accelerate(model.a)))
+    with pytest.raises(eqx.EquinoxRuntimeError, match=r"Sphere: `radius` must be finite and positive"):
+        accelerate(-model.a)

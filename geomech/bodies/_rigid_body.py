@@ -50,7 +50,11 @@ class RigidBody(eqx.Module):
             )
         if c.shape != (3,):
             raise ValueError(f"RigidBody: `centre_of_mass` must have shape (3,), got {c.shape}.")
-        _check_values(concrete(mass), concrete(inertia), concrete(c))
+        values = (concrete(mass), concrete(inertia), concrete(c))
+        if any(x is None for x in values):  # traced (a body swept under jit/vmap): in-program
+            mass, inertia, c = _checked_in_program(mass, inertia, c)
+        else:
+            _check_values(*values)
         self.mass, self.inertia, self.centre_of_mass = mass, inertia, c
 
     def inertia_about_origin(self) -> Float[Array, "3 3"]:
@@ -100,6 +104,31 @@ class RigidBody(eqx.Module):
         return form(self, jnp.asarray(gravity, self.mass.dtype))
 
 
+_INERTIA_MESSAGE = (
+    "a rigid body's are positive and each is at most the sum of the other two (I₁ + I₂ ≥ I₃)"
+)
+
+
+def _inertia_tolerance(inertia):
+    return 64 * jnp.finfo(inertia.dtype).eps * jnp.max(jnp.abs(inertia))
+
+
+def _checked_in_program(mass, inertia, c):
+    """`_check_values` on traced parameters, inside the program (`eqx.error_if`)."""
+    mass = eqx.error_if(
+        mass, ~(jnp.isfinite(mass) & (mass > 0)), "RigidBody: `mass` must be finite and positive."
+    )
+    c = eqx.error_if(c, ~jnp.all(jnp.isfinite(c)), "RigidBody: `centre_of_mass` must be finite.")
+    tol = _inertia_tolerance(inertia)
+    asymmetric = ~jnp.isfinite(tol) | (jnp.max(jnp.abs(inertia - inertia.T)) > tol)
+    message = "RigidBody: `inertia` must be finite and symmetric."
+    inertia = eqx.error_if(inertia, asymmetric, message)
+    moments = jnp.linalg.eigvalsh(jnp.where(asymmetric, jnp.eye(3, dtype=inertia.dtype), inertia))
+    bad = (moments[0] <= tol) | (moments[0] + moments[1] < moments[2] - tol)
+    message = f"RigidBody: `inertia` has principal moments no body has; {_INERTIA_MESSAGE}."
+    return mass, eqx.error_if(inertia, bad, message), c
+
+
 def _check_values(mass, inertia, c) -> None:
     """Physical parameters, when concrete: a positive mass and an inertia that a body can have
     (symmetric, positive definite, principal moments obeying the triangle inequality)."""
@@ -109,16 +138,13 @@ def _check_values(mass, inertia, c) -> None:
         raise ValueError(f"RigidBody: `centre_of_mass` must be finite, got {c}.")
     if inertia is None:
         return
-    scale = np.max(np.abs(inertia)) if np.all(np.isfinite(inertia)) else np.nan
-    tol = 64 * np.finfo(inertia.dtype).eps * scale
-    if not np.isfinite(scale) or np.max(np.abs(inertia - inertia.T)) > tol:
+    tol = float(_inertia_tolerance(inertia)) if np.all(np.isfinite(inertia)) else np.nan
+    if not np.isfinite(tol) or np.max(np.abs(inertia - inertia.T)) > tol:
         raise ValueError(f"RigidBody: `inertia` must be finite and symmetric, got\n{inertia}.")
     moments = np.linalg.eigvalsh(inertia)
     if moments[0] <= tol or moments[0] + moments[1] < moments[2] - tol:
-        raise ValueError(
-            f"RigidBody: `inertia` has principal moments {moments}; a rigid body's are positive and "
-            "each is at most the sum of the other two (I₁ + I₂ ≥ I₃)."
-        )
+        message = f"RigidBody: `inertia` has principal moments {moments}; {_INERTIA_MESSAGE}."
+        raise ValueError(message)
 
 
 class AbstractBodyLagrangian(AbstractBodiesLagrangian):

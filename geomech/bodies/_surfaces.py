@@ -18,14 +18,18 @@ from .._mesh import Mesh
 
 
 def _positive(owner: str, name: str, x: ArrayLike, shape: tuple[int, ...]) -> Array:
-    """`x` as a float array of `shape` whose entries (when concrete) are finite and positive;
-    `ValueError` naming the argument otherwise (before any tracing)."""
+    """`x` as a float array of `shape` whose entries are finite and positive: a `ValueError`
+    naming the argument before tracing where `x` is concrete, the same check inside the program
+    (`eqx.error_if`) where it is traced (a body swept under `jit`/`vmap`)."""
     x = as_real_array(x)
     if x.shape != shape:
         raise ValueError(f"{owner}: `{name}` must have shape {shape}, got {x.shape}.")
+    message = f"{owner}: `{name}` must be finite and positive"
     c = concrete(x)
-    if c is not None and not (np.all(np.isfinite(c)) and np.all(c > 0)):
-        raise ValueError(f"{owner}: `{name}` must be finite and positive, got {c}.")
+    if c is None:
+        return eqx.error_if(x, ~jnp.all(x > 0) | ~jnp.all(jnp.isfinite(x)), message + ".")
+    if not (np.all(np.isfinite(c)) and np.all(c > 0)):
+        raise ValueError(f"{message}, got {c}.")
     return x
 
 
