@@ -8,16 +8,14 @@ import jax
 import jaxtyping
 import pytest
 
-# Compile time is most of the suite's time. XLA:CPU's older code generator (docs/performance.md:
-# the same programs at about 60 % of the compile time) and no LLVM optimization of the generated
-# code (another third off: 80 s -> 53 s on two heavy tests, measured; the programs run slower,
-# which the tests' small problems do not feel). The results agree to round-off with the default
-# build, which users and benchmarks/ keep. Set before the first computation (the backend reads
-# XLA_FLAGS once) and inherited by the subprocesses (the CLI, notebook kernels). An XLA_FLAGS
-# that names a flag itself keeps it.
-for _flag in ("--xla_cpu_use_fusion_emitters=false", "--xla_backend_optimization_level=0"):
-    if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
-        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _flag).strip()
+# XLA:CPU's older code generator (docs/performance.md): the same programs at about 60 % of the
+# compile time, which is most of the suite's time; results agree to round-off. Set before the
+# first computation (the backend reads XLA_FLAGS once) and inherited by the subprocesses (the
+# CLI, notebook kernels). An XLA_FLAGS that names the flag itself is left as it is.
+if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " --xla_cpu_use_fusion_emitters=false"
+    ).strip()
 jax.config.update("jax_enable_x64", True)
 # implicit rank promotion (a (n,) array against an (n, 1) one) is an error in the tests, as in diffrax's
 jax.config.update("jax_numpy_rank_promotion", "raise")
