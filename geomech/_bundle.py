@@ -61,7 +61,7 @@ class State(eqx.Module):
                 )
                 q = self.q.shape
             else:
-                hint = f"on a group v has shape {(*batch, n)}: q's batch axes and the tangent dimension"
+                hint = f"on a group: v of shape {(*batch, n)}, q's batch axes and the tangent dimension"
                 q = f"with batch axes {batch}, dim {n}"
             raise ValueError(
                 f"State(q, v) needs q and v of the same shape (..., n); got q {q} and v "
