@@ -53,6 +53,7 @@ from ._constraint import (
 from ._constraint import (
     Subspace as Subspace,
 )
+from ._contact import AbstractContact as AbstractContact
 from ._control._interior_point import ControlResult as ControlResult
 from ._control._interior_point import InteriorPoint as InteriorPoint
 from ._control._problem import FreeHorizon as FreeHorizon
@@ -178,6 +179,7 @@ from ._validate import validate as validate
 from ._variational import VariationalIntegrator as VariationalIntegrator
 from .bodies import AbstractSurface as AbstractSurface
 from .bodies import Ellipsoid as Ellipsoid
+from .bodies import PlaneContact as PlaneContact
 from .bodies import RigidBody as RigidBody
 from .bodies import RollingBody as RollingBody
 from .bodies import Sphere as Sphere

@@ -26,6 +26,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float
 
 from . import _linalg as la
+from ._contact import contact_tolerance, relative_normal_force
 from ._linalg import min_singular_value, rank_tolerance, unit_rows
 
 Margin = tuple[Float[Array, ""], Float[Array, ""]]
@@ -437,7 +438,52 @@ CONDITIONS: tuple[Condition, ...] = (
         "finite", lambda at: {"a_R": at.get("acceleration")}, failure="nonfinite_acceleration",
         needs=("acceleration",), consumers=frozenset({"simulate"}),
     ),
+    # a unilateral contact held as bilateral (`_contact`): checked at the initial state here and
+    # watched along the run by `simulate`'s events, which stop a trajectory with these failures
+    Condition(
+        "contact_undefined", "contact_undefined",
+        "the point of contact with the plane is not defined (a thin disk lying flat touches the "
+        "plane with its whole face): the rolling model ends here, the body has fallen",
+        "start where the body leans on the plane; a run stopped with this failure reached it at "
+        "sol.t_final", "margin", lambda at: at.get("contact_margin"),
+        detail="the contact's margin (a thin disk: the sine of its tilt to the plane)",
+        failure="contact_undefined", needs=("contact_margin",),
+        consumers=frozenset({"simulate", "validate"}), after=("nonfinite_state", "off_manifold"),
+    ),
+    Condition(
+        "lift_off", "lift_off",
+        "the plane would have to pull the body down (its normal force is negative): the body "
+        "lifts off the plane, which the rolling constraint holds it on",
+        "start where the plane pushes (e.g. a slower spin); a run stopped with this failure lifts "
+        "off at sol.t_final, where the model needs a flight phase", "residual",
+        lambda at: at.get("normal_force"),
+        detail="−N relative to m(g + |z̈| + |ω|²ℓ), the forces it balances",
+        failure="lift_off", needs=("normal_force",), consumers=frozenset({"simulate", "validate"}),
+        after=("nonfinite_state", "off_manifold", "contact_undefined", "nonfinite_acceleration"),
+    ),
 )
+
+
+def contact_measures(system, state, t, acceleration: Callable[[], object]) -> dict:
+    """The `At` extras of a system with a contact (`_contact`): its margin against the tolerance
+    and its relative normal force at `state` (a point of the system's own manifold) when
+    accelerating with `acceleration()`; empty without a contact."""
+    contact = system.contact
+    if contact is None:
+        return {}
+
+    def lift():
+        N = relative_normal_force(contact, t, state, acceleration())
+        return -N, jnp.asarray(constraint_tolerance(state.v.dtype), N.dtype)
+
+    def margin():
+        value = contact.margin(t, state)
+        return value, jnp.asarray(contact_tolerance(state.v.dtype), value.dtype)
+
+    return {
+        "contact_margin": margin,
+        "normal_force": lift,
+    }
 
 
 def failure_enumeration(conditions) -> type:
@@ -452,7 +498,9 @@ def failure_enumeration(conditions) -> type:
         "__doc__": (
             "Why a trajectory of `gm.simulate` (or `gm.simulate_vakonomic`) was not integrated: "
             "the precondition its initial state failed (`Solution.failure`, one per trajectory; "
-            "`Failure.none` for the others), with its message (`gm.Failure[sol.failure]`). One "
+            "`Failure.none` for the others), with its message (`gm.Failure[sol.failure]`); for a "
+            "system with a contact, also why it stopped during the run (`lift_off`, "
+            "`contact_undefined`, at `sol.t_final`). One "
             "item per condition of the table in `geomech/_checks.py`, in its order:\n\n"
             + "\n".join(f"- `{name}`: {message}" for name, message in items.items())
         ),

@@ -38,8 +38,10 @@ class GuardedSolver(diffrax.AbstractWrappedSolver):
     """Wraps a diffrax solver: after each step `y1 = project(t1, y1, args)` (if `project` is
     given), and a trajectory running into a singularity stops instead of spending `max_steps`:
 
-    - a step whose `y1` or error estimate is non-finite is rejected (error estimate `inf`,
-        diffrax's convention for a failed step), so the controller retries a smaller step;
+    - a step whose `y1` or error estimate is non-finite, or that `admissible(y0, y1)` (if given)
+        refuses, is rejected (error estimate `inf`, diffrax's convention for a failed step), so
+        the controller retries a smaller step (an event then finds where the trajectory stops,
+        e.g. a disk about to lie flat, `gm.Failure.contact_undefined`);
     - a step no longer than $16\\varepsilon|t|$ (the resolution of $t$, MATLAB's `hmin`; no
         smaller step makes progress) ends the trajectory with `diffrax.RESULTS.nonfinite` if it
         is non-finite, else `diffrax.RESULTS.dt_min_reached`. So does every non-finite step of
@@ -55,6 +57,7 @@ class GuardedSolver(diffrax.AbstractWrappedSolver):
 
     solver: diffrax.AbstractSolver
     project: Callable | None
+    admissible: Callable | None = None
 
     @property
     def term_structure(self):
@@ -101,11 +104,12 @@ class GuardedSolver(diffrax.AbstractWrappedSolver):
         if self.project is not None:
             y1 = self.project(t1, y1, args)
         bad = jnp.invert(all_finite((y1, y_error)))
+        refused = bad if self.admissible is None else bad | ~self.admissible(y0, y1)
         eps = jnp.finfo(jnp.result_type(t0, t1)).eps
         stuck = jnp.abs(t1 - t0) <= 16 * eps * jnp.maximum(jnp.abs(t0), jnp.abs(t1))
         if y_error is not None:  # adaptive: reject, or accept the dead end to stop there
             y_error = jtu.tree_map(
-                lambda e: jnp.where(stuck, 0.0, jnp.where(bad, jnp.inf, e)).astype(e.dtype),
+                lambda e: jnp.where(stuck, 0.0, jnp.where(refused, jnp.inf, e)).astype(e.dtype),
                 y_error,
             )
         # a step that ends the trajectory (accepted: a fixed step, a dead end, a failed inner
@@ -313,16 +317,17 @@ def _shard_map(f, mesh, in_specs, out_specs):
 
 
 class RawSolution(eqx.Module):
-    """What `integrate` returns: `ts`, `ys`, per-trajectory `result`, step `stats` and
+    """What `integrate` returns: `ts`, `ys`, per-trajectory `result`, step `stats`,
     `t_final`, the time each trajectory reached (`t1`, or the time of the state kept where it
-    stopped early; with
-    `BacksolveAdjoint` NaN for a trajectory that stopped early)."""
+    stopped early; with `BacksolveAdjoint` NaN for a trajectory that stopped early), and with an
+    `event` diffrax's `event_mask` (which of its `cond_fn` stopped the trajectory)."""
 
     ts: Array
     ys: PyTree
     result: diffrax.RESULTS
     stats: dict
     t_final: Array
+    event_mask: PyTree = None
 
 
 SINGULAR_MESSAGE = (
@@ -439,6 +444,7 @@ def integrate(
     batched: bool,
     project: Callable[[RealScalarLike, PyTree, Args], PyTree] | None = None,
     event: diffrax.Event | None = None,
+    admissible: Callable[[PyTree, PyTree], Bool[Array, ""]] | None = None,
     skip: Bool[Array, "*B"] | None = None,
 ) -> RawSolution:
     """Integrate $\\dot y = $ `rhs(t, y, args=None)` for one `y0` or a batch of them.
@@ -457,7 +463,10 @@ def integrate(
     - `project`: optional `(t, y, args) -> y`, applied after every step (`GuardedSolver`) and
         to every saved `y`; must be differentiable for gradients (fixed-iteration Newton).
     - `event`: an optional `diffrax.Event` (its `cond_fn` on ONE unbatched `y`, like `rhs`): a
-        trajectory whose event fires stops there with `result == diffrax.RESULTS.event_occurred`.
+        trajectory whose event fires stops there with `result == diffrax.RESULTS.event_occurred`
+        (`RawSolution.event_mask` says which).
+    - `admissible`: optional `(y0, y1) -> bool` on ONE unbatched step: a step it refuses is
+        rejected like a non-finite one (`GuardedSolver`).
     - `skip`: optional booleans (`()` or `(B,)`): trajectories not to integrate (a failed
         precondition). Each is run as a constant stand-in (a finite state, zero right-hand side),
         and returned with its `y0` saved at `t0`, `inf` after and `t_final = t0`; the others are
@@ -490,14 +499,16 @@ def integrate(
         saveat = diffrax.SaveAt(
             subs=(saveat.subs, diffrax.SubSaveAt(t1=True, fn=_save_time)), solver_state=True
         )
-    closure = (rhs, options, saveat, project, t0, t1, event)
+    closure = (rhs, options, saveat, project, t0, t1, event, admissible)
     dynamic, static = eqx.partition(closure, eqx.is_array)
     y0_given = y0
     if skip is not None:
         y0 = _stand_in(y0, skip, batched)
 
     def solve_one(dynamic, y0_, skip_):
-        rhs_, options_, saveat_, project_, t0_, t1_, event_ = eqx.combine(dynamic, static)
+        rhs_, options_, saveat_, project_, t0_, t1_, event_, admissible_ = eqx.combine(
+            dynamic, static
+        )
         if skip_ is not None:
             rhs_ = _Frozen(rhs_, skip_, identity=False)
             project_ = None if project_ is None else _Frozen(project_, skip_, identity=True)
@@ -505,7 +516,9 @@ def integrate(
         project_ = None if project_ is None else _Discardable(project_, t0_, y0_)
         controller = options_.stepsize_controller
         integrator = _forward_mode_ready(options_.integrator, options_.adjoint)
-        solver = GuardedSolver(_fill_implicit_tolerances(integrator, controller), project_)
+        solver = GuardedSolver(
+            _fill_implicit_tolerances(integrator, controller), project_, admissible_
+        )
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(rhs_),
             solver,
@@ -533,7 +546,8 @@ def integrate(
             raw = ys
             ys = jax.vmap(lambda t, y: _project_saved(project_, t, y, raw))(ts, raw)
         stats = {k: sol.stats[k] for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")}
-        return RawSolution(ts, ys, _never_nonfinite_success(sol.result, ts, ys), stats, t_final)
+        result = _never_nonfinite_success(sol.result, ts, ys)
+        return RawSolution(ts, ys, result, stats, t_final, sol.event_mask)
 
     if not batched:
         out = solve_one(dynamic, y0, skip)

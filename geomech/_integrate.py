@@ -3,6 +3,8 @@ shared front end (`_frontend.py`), with a stabilization (`_stabilization.py`), p
 results and diagnostics.
 """
 
+import functools
+
 import diffrax
 import equinox as eqx
 import jax
@@ -11,7 +13,8 @@ from jax.sharding import Mesh, Sharding
 from jaxtyping import Array, Float
 
 from ._bundle import State
-from ._checks import At, Failure, first_failure, point_scale
+from ._checks import At, Failure, contact_measures, first_failure, point_scale
+from ._contact import ContactEvents
 from ._custom_types import RealScalarLike
 from ._dynamics import check_solver, constrained_acceleration
 from ._engine import RawSolution, at_saves, integrate, results_where
@@ -99,6 +102,10 @@ class Solution(eqx.Module):
         `admissibility`, `work_space`, `condition_3_19`, `nonfinite_acceleration`, and for
         `simulate_vakonomic` `nonfinite_multipliers`); such a
         trajectory keeps its `y0` at `t0` and `inf` at the later saved times, and `t_final == t0`.
+        For a system with a `contact` (a rolling body) also `lift_off` and `contact_undefined`,
+        at the start (not integrated, as above) or during the run: then the trajectory stopped
+        at `t_final`, the time its normal force fell through zero or its contact point became
+        undefined (`result` is `diffrax.RESULTS.event_occurred`; an error if `throw`).
     - `t_final`: the time each trajectory reached, `()` (or `(B,)`): `t1`, or, where it stopped
         early, the time of the last state kept (a failed step does not count; later saved times
         are `inf`); NaN for a trajectory stopped early under `diffrax.BacksolveAdjoint`.
@@ -133,6 +140,7 @@ class Solution(eqx.Module):
         batched: bool,
         throw: bool,
         failure: Failure | None = None,
+        skip=None,
     ) -> "Solution":
         """The `Solution` of an engine result whose saved values are `State`s. A trajectory whose
         energy is non-finite at a saved state is not successful (`nonfinite`; an error if
@@ -141,6 +149,11 @@ class Solution(eqx.Module):
             shape = raw.t_final.shape  # Failure.none for every trajectory
             failure = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, shape), Failure.none)
         failed = failure != Failure.none
+        if skip is not None:  # the others failed along the run: stopped where they failed
+            stopped, failed = failed & ~skip, skip
+            if throw:  # on every output a caller may read (an unused check is dropped)
+                read = lambda r: (r.ts, r.ys, r.result, r.t_final)
+                raw = eqx.tree_at(read, raw, eqx.error_if(read(raw), stopped, STOPPED_MESSAGE))
         raw = eqx.tree_at(
             lambda r: r.result, raw, results_where(failed, diffrax.RESULTS.singular, raw.result)
         )
@@ -156,6 +169,14 @@ class Solution(eqx.Module):
             constraint_residual=phi, position_residual=h, stats=raw.stats,
             manifold=system.manifold,
         )
+
+
+STOPPED_MESSAGE = (
+    "a trajectory of a rolling body was stopped where its model ends: the plane would have to pull "
+    "the body down (gm.Failure.lift_off) or the contact point is no longer defined, a disk lying "
+    "flat (gm.Failure.contact_undefined). Pass throw=False: sol.failure says which, sol.t_final "
+    "when, and the other trajectories run on."
+)
 
 
 NONFINITE_ENERGY_MESSAGE = (
@@ -268,8 +289,23 @@ def _simulate(
     rhs = ConstrainedField(system, solver, stabilization)
     project = stabilization.state_projection(system)
     skip = failure != Failure.none
-    raw = integrate(rhs, y0, t0, t1, options, batched=batched, project=project, skip=skip)
-    return Solution.from_raw(system, raw, batched=batched, throw=options.throw, failure=failure)
+    event = admissible = None
+    if system.contact is not None:  # watched along the run (`_contact`)
+        event = ContactEvents(rhs, system.contact).event(y0.v.dtype)
+        admissible = system.contact.same_contact
+    raw = integrate(
+        rhs, y0, t0, t1, options, batched=batched, project=project, event=event,
+        admissible=admissible, skip=skip,
+    )
+    if event is not None:
+        lift_off, undefined = (m & ~skip for m in raw.event_mask)
+        pick = lambda when, item, f: jax.tree_util.tree_map(
+            lambda a, b: jnp.where(when, a, b), item, f
+        )
+        failure = pick(lift_off, Failure.lift_off, pick(undefined, Failure.contact_undefined, failure))
+    return Solution.from_raw(
+        system, raw, batched=batched, throw=options.throw, failure=failure, skip=skip
+    )
 
 
 def initial_failure(
@@ -279,7 +315,9 @@ def initial_failure(
     `_checks` for `"simulate"`: finite, regular $M$ (2.6), (3.7), a work space of full rank,
     (3.19), on $\\mathcal{C}$, and with `acceleration` a finite $a_R$), or `Failure.none`."""
     stages = stages_at(system, state, t, checks=False)
-    extra = {"acceleration": lambda: constrained_acceleration(stages, solver)} if acceleration else {}
+    a_R = functools.cache(lambda: constrained_acceleration(stages, solver))
+    extra = {"acceleration": a_R} if acceleration else {}
+    extra |= contact_measures(system, state, t, a_R)
     at = At(stages, point=state, scale=point_scale(system, state), **extra)
     return first_failure("simulate", at)
 

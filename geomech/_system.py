@@ -12,6 +12,7 @@ from jaxtyping import Array, Float
 from ._bundle import State, TangentVector, TwoForm
 from ._checks import check_time
 from ._constraint import AbstractConstraint, Subspace, TimeForm
+from ._contact import AbstractContact
 from ._custom_types import RealScalarLike
 from ._geometry import AbstractChart, AbstractManifold, Euclidean
 
@@ -184,6 +185,9 @@ class LagrangianSystem(eqx.Module):
         `gm.SE3()`, `gm.SE2()`, `gm.Product(...)`); `None` is `gm.Euclidean()`, $\\mathbb{R}^n$
         with $n$ from the state.
     - `time_dependent`: if `True`, every user function above takes `t` as its first argument.
+    - `contact`: a unilateral contact that `constraint` holds as bilateral (`gm.RollingBody`'s
+        plane): `simulate` stops a trajectory where its normal force changes sign or its contact
+        point becomes undefined (`gm.Failure.lift_off`, `contact_undefined`); `None` for none.
     """
 
     lagrangian: Callable
@@ -194,6 +198,7 @@ class LagrangianSystem(eqx.Module):
     manifold: AbstractManifold
     time_dependent: bool = eqx.field(static=True)
     form: AbstractForm
+    contact: AbstractContact | None
 
     def __init__(
         self,
@@ -204,6 +209,7 @@ class LagrangianSystem(eqx.Module):
         known_work: Callable | None = None,
         manifold: AbstractManifold | None = None,
         time_dependent: bool = False,
+        contact: AbstractContact | None = None,
     ):
         if not isinstance(time_dependent, bool):
             raise TypeError(f"time_dependent must be True or False, got {time_dependent!r}.")
@@ -220,6 +226,7 @@ class LagrangianSystem(eqx.Module):
         self.manifold = Euclidean() if manifold is None else manifold
         self.form = form_of(lagrangian)
         self.time_dependent = time_dependent
+        self.contact = contact
 
     def __check_init__(self):
         if not callable(self.lagrangian):
@@ -251,7 +258,15 @@ class LagrangianSystem(eqx.Module):
                 "manifold must be a gm.Euclidean(n), gm.Circle(), gm.SO3(), gm.SE3(), gm.SE2() or "
                 "gm.Product(...)."
             )
-        for name in ("lagrangian", "force", "constraint", "work_space", "known_work"):
+        if self.contact is not None:
+            if not isinstance(self.contact, AbstractContact):
+                raise TypeError(
+                    "contact must be a gm.AbstractContact (e.g. gm.RollingBody(...).system() "
+                    f"builds its plane's), got {type(self.contact).__name__}."
+                )
+            if self.constraint is None:
+                raise ValueError("contact is given but there is no constraint holding it.")
+        for name in ("lagrangian", "force", "constraint", "work_space", "known_work", "contact"):
             # compiled programs are cached by the functions (their arrays aside): they must hash
             try:
                 hash(eqx.filter(getattr(self, name), eqx.is_array, inverse=True))

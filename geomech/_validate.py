@@ -15,6 +15,8 @@ import numpy as np
 from . import _checks
 from ._bundle import State
 from ._checks import At
+from ._dynamics import constrained_acceleration
+from ._solver._projection import Projection
 from ._stages import assemble
 from ._system import LagrangianSystem
 
@@ -84,7 +86,10 @@ def _measure(system: LagrangianSystem, state: State, t) -> tuple:
     # on a Lie group the stages are in the chart centred at q: the original point and the size
     # of its coordinates travel with them (as in `simulate`'s preconditions)
     stages = assemble(system, state, t, checks=False)
-    at = At(stages, point=state, scale=_checks.point_scale(system, state))
+    # a contact's normal force with the acceleration of X_R (every solver's, to round-off)
+    a_R = lambda: constrained_acceleration(stages, Projection())
+    extra = _checks.contact_measures(system, state, t, a_R)
+    at = At(stages, point=state, scale=_checks.point_scale(system, state), **extra)
     return tuple((c.name, c.measure(at)) for c in _checks.CONDITIONS if c.used_by("validate", at))
 
 

@@ -17,6 +17,7 @@ from ._rigid_body import (
 from ._rigid_body import (
     SE3BodyLagrangian as SE3BodyLagrangian,
 )
+from ._rolling import PlaneContact as PlaneContact
 from ._rolling import RollingBody as RollingBody
 from ._rolling import rolling_constraint as rolling_constraint
 from ._surfaces import (

@@ -26,6 +26,7 @@ $A(q)\\,v + c(q) = 0$, affine when $\\Omega \\ne 0$).
 
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import jaxlie
 import numpy as np
@@ -33,6 +34,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._checks import as_real_array, concrete
 from .._constraint import LinearConstraint
+from .._contact import AbstractContact
 from .._geometry import SO3, Euclidean, Product, hat
 from .._system import AbstractBodiesLagrangian, LagrangianSystem
 from ._rigid_body import RigidBody
@@ -190,10 +192,50 @@ class RollingBody(eqx.Module):
         return rolling_constraint(self.surface, self.table_rate)
 
     def system(self, **kwargs) -> LagrangianSystem:
-        """The `LagrangianSystem` (keyword arguments, e.g. `forces`, passed on)."""
+        """The `LagrangianSystem` (keyword arguments, e.g. `force`, passed on), with the plane as
+        its `contact` (`PlaneContact`: `simulate` stops a trajectory that lifts off or whose
+        contact point becomes undefined; `contact=None` holds the body on the plane regardless,
+        one right-hand side fewer per step)."""
+        kwargs.setdefault("contact", PlaneContact(self))
         return LagrangianSystem(
             RollingLagrangian(self), constraint=self.constraint(), manifold=self.manifold, **kwargs
         )
+
+
+class PlaneContact(AbstractContact):
+    """The plane under a `RollingBody`, a unilateral contact: it pushes with the normal force
+    $N = m(g + \\ddot z_G)$ ($z_G$ the height of the centre of mass, Newton's law along the
+    vertical), which must stay positive, at a point that the surface must define
+    (`AbstractSurface.contact_margin`: a thin disk lying flat does not)."""
+
+    rolling: RollingBody
+
+    def _height_rate(self, q, v):
+        """$\\dot z_G$, the vertical velocity of the centre of mass."""
+        R, c = q[0], self.rolling.body.centre_of_mass
+        return (self.rolling.velocity(q, v) + R.apply(jnp.cross(v[:3], c)))[2]
+
+    def normal_force(self, t, state, acceleration):
+        (R, x), v = state.q, state.v
+
+        def height_rate(eps):  # along the motion: R exp(ε ω), x + ε ẋ, v + ε a
+            q = (R @ jaxlie.SO3.exp(eps * v[:3]), x + eps * v[3:])
+            return self._height_rate(q, v + eps * acceleration)
+
+        zero, one = jnp.zeros((), v.dtype), jnp.ones((), v.dtype)
+        _, z_ddot = jax.jvp(height_rate, (zero,), (one,))
+        body = self.rolling.body
+        size = jnp.linalg.norm(self.rolling.surface.contact_point(_vertical(R))) + jnp.linalg.norm(
+            body.centre_of_mass
+        )
+        scale = body.mass * (self.rolling.g + jnp.abs(z_ddot) + (v[:3] @ v[:3]) * size)
+        return body.mass * (self.rolling.g + z_ddot), scale
+
+    def margin(self, t, state):
+        return self.rolling.surface.contact_margin(_vertical(state.q[0]))
+
+    def same_contact(self, y0, y1):
+        return self.rolling.surface.same_contact(_vertical(y0.q[0]), _vertical(y1.q[0]))
 
 
 class RollingLagrangian(AbstractBodiesLagrangian):

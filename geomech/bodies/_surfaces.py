@@ -51,6 +51,16 @@ class AbstractSurface(eqx.Module):
         """$z = -s(\\gamma)\\cdot\\gamma$, the height of the body frame's origin above the plane."""
         return -self.contact_point(gamma) @ gamma
 
+    def contact_margin(self, gamma: Float[Array, "3"]) -> Float[Array, ""]:
+        """How well the contact point is defined, at most 1 (`gm.AbstractContact.margin`): 1 for
+        a smooth strictly convex surface, which touches a plane at one point in any attitude."""
+        return jnp.ones((), gamma.dtype)
+
+    def same_contact(self, gamma0: Float[Array, "3"], gamma1: Float[Array, "3"]):
+        """Whether the contact point moves continuously from vertical `gamma0` to `gamma1`
+        (`gm.AbstractContact.same_contact`)."""
+        return jnp.array(True)
+
     @abc.abstractmethod
     def mesh(self) -> Mesh:
         """A triangle mesh of the surface in the body frame (what `geomech.plot.animate` draws)."""
@@ -132,6 +142,15 @@ class ThinDisk(AbstractSurface):
     def contact_point(self, gamma):
         g = self._in_plane(gamma)
         return -self.radius * g / jnp.linalg.norm(g)
+
+    def contact_margin(self, gamma):
+        """$|\\gamma_\\perp|$, the sine of the disk's tilt to the plane (0: lying flat)."""
+        return jnp.linalg.norm(self._in_plane(gamma))
+
+    def same_contact(self, gamma0, gamma1):
+        """The contact point stays on the same half of the rim: $\\gamma_{0\\perp}\\cdot
+        \\gamma_{1\\perp} > 0$ (through flat it jumps to the opposite point)."""
+        return self._in_plane(gamma0) @ self._in_plane(gamma1) > 0
 
     def mesh(self) -> Mesh:
         return Mesh.disk(np.asarray(self.radius), np.asarray(self.axis))

@@ -8,6 +8,7 @@ import jaxlie
 
 from .._bundle import State
 from .._constraint import LinearConstraint
+from .._contact import AbstractContact
 from .._custom_types import RealScalarLike
 from .._mesh import Mesh
 from .._scene import Scene
@@ -224,7 +225,11 @@ class RollingDisk(AbstractSymmetricModel, AbstractSceneModel):
         )
 
     def system(self) -> LagrangianSystem:
-        return LagrangianSystem(self.lagrangian, constraint=LinearConstraint(self.rows))
+        """With the plane as its `contact` (`_LeanContact`: a run stops where the disk lies flat or
+        would lift off)."""
+        return LagrangianSystem(
+            self.lagrangian, constraint=LinearConstraint(self.rows), contact=_LeanContact(self)
+        )
 
     def action(self) -> LieAlgebraAction:
         """$SE(2) \\times S^1$: planar motions of $(x, y, \\varphi)$ and spin shifts; $L$ is invariant."""
@@ -237,6 +242,24 @@ class RollingDisk(AbstractSymmetricModel, AbstractSceneModel):
         q = jnp.stack([z, z, z, z + lean, z])
         v = jnp.stack([z + self.R * spin_rate, z, z + yaw_rate, z + lean_rate, z + spin_rate])
         return State(q, v)
+
+
+class _LeanContact(AbstractContact):
+    """`RollingDisk`'s plane: the normal force $N = m(g + \\ddot z_G)$ with the centre's height
+    $z_G = R\\cos\\theta$, so $\\ddot z_G = -R(\\cos\\theta\\,\\dot\\theta^2 + \\sin\\theta\\,
+    \\ddot\\theta)$, and the margin $\\cos\\theta$, which changes sign where the disk passes flat
+    ($\\theta = \\pm\\pi/2$, where the model ends)."""
+
+    disk: RollingDisk
+
+    def normal_force(self, t, state, acceleration):
+        th, th_dot, th_ddot = state.q[3], state.v[3], acceleration[3]
+        m, g, R = self.disk.m, self.disk.g, self.disk.R
+        z_ddot = -R * (jnp.cos(th) * th_dot**2 + jnp.sin(th) * th_ddot)
+        return m * (g + z_ddot), m * (g + R * (th_dot**2 + jnp.abs(th_ddot)))
+
+    def margin(self, t, state):
+        return jnp.cos(state.q[3])
 
 
 class RollingHoop(AbstractModel):
