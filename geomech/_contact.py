@@ -37,11 +37,11 @@ class AbstractContact(eqx.Module):
         defined where the margin exceeds `contact_tolerance` (it may change sign, as the lean of
         a disk in Euler angles does when it passes flat)."""
 
+    @abc.abstractmethod
     def same_contact(self, y0, y1) -> Bool[Array, ""]:
         """Whether a step from `y0` to `y1` keeps touching near the same point of the body (a
         step across which the contact point jumps, a disk passing through flat, is refused and
         retried smaller, so that the `margin` event finds the time it lies flat)."""
-        return jnp.array(True)
 
 
 def contact_tolerance(dtype) -> float:

@@ -51,22 +51,32 @@ class AbstractSurface(eqx.Module):
         """$z = -s(\\gamma)\\cdot\\gamma$, the height of the body frame's origin above the plane."""
         return -self.contact_point(gamma) @ gamma
 
+    @abc.abstractmethod
     def contact_margin(self, gamma: Float[Array, "3"]) -> Float[Array, ""]:
-        """How well the contact point is defined, at most 1 (`gm.AbstractContact.margin`): 1 for
-        a smooth strictly convex surface, which touches a plane at one point in any attitude."""
-        return jnp.ones((), gamma.dtype)
+        """How well the contact point is defined, at most 1 (`gm.AbstractContact.margin`)."""
 
+    @abc.abstractmethod
     def same_contact(self, gamma0: Float[Array, "3"], gamma1: Float[Array, "3"]):
         """Whether the contact point moves continuously from vertical `gamma0` to `gamma1`
         (`gm.AbstractContact.same_contact`)."""
-        return jnp.array(True)
 
     @abc.abstractmethod
     def mesh(self) -> Mesh:
         """A triangle mesh of the surface in the body frame (what `geomech.plot.animate` draws)."""
 
 
-class Sphere(AbstractSurface):
+class AbstractSmoothSurface(AbstractSurface):
+    """A smooth, strictly convex surface: it touches a plane at one point in any attitude, moving
+    continuously with it (a margin of 1, never an undefined contact)."""
+
+    def contact_margin(self, gamma):
+        return jnp.ones((), gamma.dtype)
+
+    def same_contact(self, gamma0, gamma1):
+        return jnp.array(True)
+
+
+class Sphere(AbstractSmoothSurface):
     """A sphere of `radius` $a$ centred at the body frame's origin: $h(u) = a|u|$,
     $s = -a\\gamma$, $z = a$."""
 
@@ -85,7 +95,7 @@ class Sphere(AbstractSurface):
         return Mesh.sphere(np.asarray(self.radius))
 
 
-class Ellipsoid(AbstractSurface):
+class Ellipsoid(AbstractSmoothSurface):
     """An ellipsoid $\\sum_i p_i^2/a_i^2 = 1$ with `semi_axes` $a$ along the body axes, centred at
     the origin: $h(u) = |D u|$, $D = \\mathrm{diag}(a)$, so $s = -D^2\\gamma/|D\\gamma|$ and
     $z = |D\\gamma|$ [BorisovMamaev2002]."""
@@ -156,7 +166,7 @@ class ThinDisk(AbstractSurface):
         return Mesh.disk(np.asarray(self.radius), np.asarray(self.axis))
 
 
-class SupportFunction(AbstractSurface):
+class SupportFunction(AbstractSmoothSurface):
     """A convex body given by its support function `h(u) -> scalar` (body frame, about the
     origin; 1-homogeneous and differentiable where the body touches the plane): the contact point
     is $\\nabla h(-\\gamma)$ by automatic differentiation."""

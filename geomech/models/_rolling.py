@@ -261,6 +261,9 @@ class _LeanContact(AbstractContact):
     def margin(self, t, state):
         return jnp.cos(state.q[3])
 
+    def same_contact(self, y0, y1):  # continuous in θ: the margin's sign change finds flat
+        return jnp.array(True)
+
 
 class RollingHoop(AbstractModel):
     """[Goicolea] Ex. 7.6: a hoop (radius $r$, mass $m$) rolling without slipping down a line inclined at $\\alpha$.
