@@ -255,6 +255,12 @@ def simulate(
     check_time_interval(t0, t1)  # before the state's checks, which take t0 as their time
     batched = system.check_state(y0, t0)
     check_solver(system, solver)
+    if system.contact is not None and isinstance(adjoint, diffrax.BacksolveAdjoint):
+        raise ValueError(
+            "adjoint=diffrax.BacksolveAdjoint() cannot differentiate through the events that "
+            "watch the system's contact (lift-off, a disk lying flat): use the default adjoint, "
+            "or build the system without them (gm.RollingBody(...).system(contact=None))."
+        )
     run = prepare(
         system, y0, t0, t1, name="simulate", batched=batched, extra=3, parts=StateParts(),
         integrator=integrator,

@@ -12,6 +12,7 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jaxlie
 import numpy as np
 import pytest
 from scipy.integrate import quad
@@ -150,5 +151,8 @@ def test_a_contact_can_be_left_out(no_typecheck):
     rolling = gm.RollingBody(gm.RigidBody(1.0, jnp.array([0.25, 0.5, 0.25])), gm.ThinDisk(1.0, 1))
     assert isinstance(rolling.system().contact, gm.PlaneContact)
     assert rolling.system(contact=None).contact is None
+    with pytest.raises(ValueError, match="BacksolveAdjoint"):
+        y0 = gm.State((jaxlie.SO3.from_x_radians(0.3), jnp.zeros(2)), jnp.zeros(5))
+        gm.simulate(rolling.system(), y0, 0.0, 1.0, adjoint=diffrax.BacksolveAdjoint())
     with pytest.raises(TypeError, match="contact must be"):
         gm.LagrangianSystem(lambda q, v: v @ v, constraint=rolling.constraint(), contact=object())
