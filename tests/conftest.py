@@ -4,9 +4,15 @@ import os
 import shutil
 import tempfile
 
-import jax
-import jaxtyping
-import pytest
+# OpenBLAS (behind jaxlib's CPU LAPACK kernels) starts threads in every batched factorization; with
+# the other xdist worker busy on the second core they spin against it, and one vmapped `lu_solve`
+# took 250x as long (docs/performance.md). Set before jaxlib loads its LAPACK; inherited by the
+# subprocesses (the CLI, notebook kernels).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import jax  # noqa: E402
+import jaxtyping  # noqa: E402
+import pytest  # noqa: E402
 
 # XLA:CPU's older code generator (docs/performance.md): the same programs at about 60 % of the
 # compile time, which is most of the suite's time; results agree to round-off. Set before the

@@ -108,9 +108,11 @@ def factor(K: BlockTridiagonal) -> BlockFactorization:
         left = low[0::2]  # L_{2i}: rows 2i + 1, columns 2i
         right_T = low[1::2]  # L_{2i+1}: rows 2i + 2, columns 2i + 1
         right = jnp.swapaxes(right_T, 1, 2)  # rows 2i + 1, columns 2i + 2
-        # D_{2i+1}^{-1} L_{2i} and D_{2i+1}^{-1} L_{2i+1}^T
-        inv_left = _lu_solve(lu, piv, left)
-        inv_right = _lu_solve(lu, piv, right)
+        # D_{2i+1}^{-1} L_{2i} and D_{2i+1}^{-1} L_{2i+1}^T, as one batched solve: two independent
+        # batched LAPACK solves can deadlock XLA:CPU's intra-op thread pool (docs/performance.md)
+        inv_left, inv_right = jnp.split(
+            _lu_solve(lu, piv, jnp.concatenate([left, right], axis=-1)), 2, axis=-1
+        )
         # gains: G^+_i = L_{2i}^T D_{2i+1}^{-1} = (D^{-1} L_{2i})^T (D symmetric);
         # G^-_i = L_{2i-1} D_{2i-1}^{-1} = (D_{2i-1}^{-1} L_{2i-1}^T)^T of the previous odd block
         gain_plus = jnp.swapaxes(inv_left, 1, 2)
