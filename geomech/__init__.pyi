@@ -3,18 +3,6 @@
 from . import bodies as bodies
 from . import models as models
 from . import plot as plot
-from ._analysis import (
-    Linearization as Linearization,
-)
-from ._analysis import (
-    consistent_state as consistent_state,
-)
-from ._analysis import (
-    linearize as linearize,
-)
-from ._analysis import (
-    stability_boundary as stability_boundary,
-)
 from ._bundle import (
     HorizontalForm as HorizontalForm,
 )
@@ -38,6 +26,7 @@ from ._bundle import (
 )
 from ._cache import enable_compilation_cache as enable_compilation_cache
 from ._checks import Failure as Failure
+from ._consistent import consistent_state as consistent_state
 from ._constraint import (
     AbstractConstraint as AbstractConstraint,
 )
@@ -93,9 +82,11 @@ from ._geometry import Circle as Circle
 from ._geometry import Euclidean as Euclidean
 from ._geometry import LieGroup as LieGroup
 from ._geometry import Product as Product
-from ._integrate import Solution as Solution
 from ._integrate import simulate as simulate
+from ._linearize import Linearization as Linearization
+from ._linearize import linearize as linearize
 from ._precision import PrecisionWarning as PrecisionWarning
+from ._solution import Solution as Solution
 from ._solver._base import AbstractSolver as AbstractSolver
 from ._solver._gauss import Gauss as Gauss
 from ._solver._gibbs_appell import (
@@ -110,6 +101,7 @@ from ._solver._kane import orthonormal_basis as orthonormal_basis
 from ._solver._momentum import NonholonomicMomentum as NonholonomicMomentum
 from ._solver._multipliers import Multipliers as Multipliers
 from ._solver._projection import Projection as Projection
+from ._stability import stability_boundary as stability_boundary
 from ._stabilization import (
     AbstractStabilization as AbstractStabilization,
 )

@@ -13,7 +13,7 @@ from random_systems import random_system
 
 import geomech as gm
 import geomech.models
-from geomech._analysis import characteristic_coefficients, hurwitz_determinant
+from geomech._stability import characteristic_coefficients, hurwitz_determinant
 
 # -- random systems with a holonomic row, nonlinear-in-v rows and W != D ------------------------
 

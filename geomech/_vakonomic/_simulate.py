@@ -22,7 +22,8 @@ from .._frontend import (
     throw_failures_in_jit,
 )
 from .._geometry import AbstractStateParts
-from .._integrate import Solution, simulate
+from .._integrate import simulate
+from .._solution import Solution
 from .._solver._base import AbstractSolver
 from .._solver._projection import Projection
 from .._stabilization import AbstractStabilization
