@@ -80,7 +80,7 @@ _FORMULA_SUITE = [
     "tests/test_stages_fast_paths.py::test_column_coloring_is_valid_and_as_small_as_known",
     "tests/test_constraint.py::test_stacked_constraints",
     "tests/test_example2.py::test_W_given_by_one_vector",
-    "tests/test_errors.py::test_inadmissible_constraint",
+    "tests/test_bad_input.py::test_bad_input[inadmissible-proportional-rows]",
     "tests/test_solvers.py::test_known_work_accepted_where_principle_generalizes",
     "tests/test_solvers.py::test_kane_bases_are_the_documented_constructions",
     "tests/test_integrate.py::test_baumgarte_stages_impose_the_stabilized_constraint_dynamics",

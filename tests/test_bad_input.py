@@ -14,8 +14,14 @@ the call and `outcome` is what must happen:
     result code, at `t_final`, the time of the state kept, and with exactly the saved times `ts`
     before the unused (`inf`) slots.
 
-Most cases raise before tracing; the compiled ones reuse two tiny systems (n = 2, 3) with
+Most cases raise before tracing; the batched runs (`flagged`) reuse two tiny systems (n = 2, 3) with
 batches of one shape, so each compiles once.
+
+This is the one file for messages: bad input gets a clear error, report or exit that names the
+problem (docs/errors.md). Besides the table it holds the checks that take several steps (a state
+on and off C; a failure of the run raised on every transformation) and a property test over random
+systems and random corruptions. The per-trajectory failure codes of an ensemble beyond the
+`flagged` rows here are in tests/test_failures.py.
 """
 
 import contextlib
@@ -34,13 +40,18 @@ import jaxlie
 import numpy as np
 import pytest
 import sympy as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from random_systems import random_system
 
 import geomech as gm
 from geomech import cli
+from geomech.models import ThesisExample2
 
 # geomech's own messages for arguments of the wrong type, as users see them (without the
-# annotation checker of the test suite)
-pytestmark = pytest.mark.usefixtures("no_typecheck")
+# annotation checker of the test suite): every test here but the property test, which runs with
+# the checker
+as_users_see_it = pytest.mark.usefixtures("no_typecheck")
 
 RUNTIME = eqx.EquinoxRuntimeError
 
@@ -242,6 +253,14 @@ IMPASSE = gm.LagrangianSystem(
     lambda q, v: 0.5 * v @ v, constraint=gm.Constraint(lambda q, v: v[1] + 0.5 * v[0] ** 2)
 )
 
+# an inverted oscillator, L = ½|v|² − |q|², and the states it is evaluated at
+UNSTABLE = lambda q, v: 0.5 * v @ v - q @ q
+INDEFINITE = gm.LagrangianSystem(lambda q, v: 0.5 * (v[0] ** 2 - v[1] ** 2))
+S3 = gm.State(jnp.array([0.3, 0.4, 0.1]), jnp.array([1.0, 1.0, -2.0]))
+# Example 2 of the thesis with W's A(q) = 1/2: condition (3.19) fails at q = (0, 2)
+EXAMPLE2_CONSTANT_A = eqx.tree_at(lambda m: m.A, ThesisExample2(m1=1.0, m2=2.0), lambda q: 0.5 + 0.0 * q[0])
+EXAMPLE2_AT_3_19 = gm.State(jnp.array([0.0, 2.0]), jnp.array([1.0, 0.5]))
+
 # -- the table ------------------------------------------------------------------------------------
 
 CASES: list[tuple[str, Callable, object]] = [
@@ -385,6 +404,31 @@ CASES: list[tuple[str, Callable, object]] = [
     ("acceleration-inadmissible", _acc(gm.LagrangianSystem(lambda q, v: 0.5 * v @ v, constraint=gm.Constraint(lambda q, v: jnp.array([v[0] + v[1], 2 * v[0] + 2 * v[1]]))), gm.State(jnp.zeros(3), jnp.array([1.0, -1.0, 0.5]))), raises(RUNTIME, r"not admissible \(3.7\).*remove redundant constraint rows")),
     ("constraint_force-3.19", lambda: gm.constraint_force(DEFECTS, gm.State(jnp.array([1.0, 2.0, 0.0]), jnp.zeros(3))), raises(RUNTIME, r"condition \(3.19\) T_qQ = D ⊕ W\^⊥ fails.*choose another W")),
     ("acceleration-3.19-under-vmap", lambda: jax.vmap(lambda s: gm.acceleration(DEFECTS, s))(gm.State(jnp.array([[1.0, 1.0, 0.0], [1.0, 2.0, 0.0]]), jnp.zeros((2, 3)))), raises(RUNTIME, r"condition \(3.19\)")),
+    # acceleration of the inverted oscillator and its variants: the mass matrix, (3.7), (3.19), shapes
+    ("mass-matrix-indefinite", _acc(INDEFINITE), raises(RUNTIME, r"mass matrix .* not positive definite")),
+    ("mass-matrix-singular", _acc(gm.LagrangianSystem(lambda q, v: 0.5 * v[0] ** 2 - q[1] ** 2)), raises(RUNTIME, r"mass matrix .* not positive definite")),
+    ("mass-matrix-under-filter_jit-and-vmap", lambda: eqx.filter_jit(jax.vmap(lambda s: gm.acceleration(INDEFINITE, s)))(jax.tree.map(lambda x: jnp.stack([x, x]), S2)), raises(RUNTIME, r"not positive definite")),
+    # rank ∂φ/∂v < k (3.7): two proportional rows
+    ("inadmissible-proportional-rows", _acc(gm.LagrangianSystem(UNSTABLE, constraint=gm.Constraint(lambda q, v: jnp.array([v[0] + v[1], 2 * v[0] + 2 * v[1]]))), gm.State(S3.q, jnp.array([1.0, -1.0, 0.5]))), raises(RUNTIME, r"not admissible \(3.7\)")),
+    ("example2-W-3.19-acceleration", lambda: gm.acceleration(EXAMPLE2_CONSTANT_A(), EXAMPLE2_AT_3_19), raises(RUNTIME, r"condition \(3.19\)")),
+    ("example2-W-3.19-constraint_force", lambda: gm.constraint_force(EXAMPLE2_CONSTANT_A(), EXAMPLE2_AT_3_19), raises(RUNTIME, r"\(3.19\)")),
+    # dim W = 1 ≠ dim D = 2
+    ("W-wrong-dimension", _acc(gm.LagrangianSystem(UNSTABLE, constraint=gm.LinearConstraint(lambda q: jnp.array([[1.0, 1.0, 0.0]])), work_space=gm.Subspace(basis=lambda q, v: jnp.eye(3)[:, :1])), gm.State(S3.q, jnp.array([1.0, -1.0, 0.0]))), raises(ValueError, r"work_space basis has shape \(3, 1\).*must be \(3, 2\)")),
+    ("shape-L-not-scalar", _acc(gm.LagrangianSystem(lambda q, v: v * v)), raises(ValueError, r"must return a scalar")),
+    ("shape-force", _acc(gm.LagrangianSystem(UNSTABLE, force=lambda q, v: jnp.ones(3))), raises(ValueError, r"force must return a covector of shape \(2,\)")),
+    ("shape-phi-2d", _acc(gm.LagrangianSystem(UNSTABLE, constraint=gm.Constraint(lambda q, v: jnp.ones((1, 2)) @ jnp.outer(v, v)))), raises(ValueError, r"1-D array")),
+    ("shape-k-equals-n", _acc(gm.LagrangianSystem(UNSTABLE, constraint=gm.Constraint(lambda q, v: v))), raises(ValueError, r"need 1 <= k <= n - 1")),
+    ("shape-manifold-dim", _acc(gm.LagrangianSystem(UNSTABLE, manifold=gm.Euclidean(3))), raises(ValueError, r"dimension 3")),
+    ("shape-L-matmul", _acc(gm.LagrangianSystem(lambda q, v: v @ jnp.eye(3) @ v)), raises(ValueError, r"the Lagrangian failed on a state with n = 2")),
+    ("shape-A", _acc(gm.LagrangianSystem(UNSTABLE, constraint=gm.LinearConstraint(lambda q: jnp.ones((1, 3))))), raises(ValueError, r"the constraint failed")),
+    ("batched-state-to-pointwise-function", _acc(gm.LagrangianSystem(UNSTABLE), gm.State(jnp.ones((4, 2)), jnp.ones((4, 2)))), raises(ValueError, r"jax.vmap")),
+    # configuration
+    ("configuration-constraint-function", lambda: gm.LagrangianSystem(UNSTABLE, constraint=lambda q, v: v[0]), raises(TypeError, r"constraint must be")),
+    ("configuration-work-space-without-constraint", lambda: gm.LagrangianSystem(UNSTABLE, work_space=gm.Subspace(annihilator=jnp.ones((1, 2)))), raises(ValueError, r"no constraint")),
+    ("configuration-known-work-without-constraint", lambda: gm.LagrangianSystem(UNSTABLE, known_work=lambda q, v: q), raises(ValueError, r"no constraint")),
+    ("configuration-Subspace-empty", lambda: gm.Subspace(), raises(ValueError, r"exactly one")),
+    ("configuration-solver-str", lambda: gm.acceleration(gm.LagrangianSystem(UNSTABLE, constraint=gm.HolonomicConstraint(lambda q: q @ q - 1)), S2, solver="gauss"), raises(TypeError, r"solver must be")),
+    ("configuration-lagrangian-not-callable", lambda: gm.LagrangianSystem(3.0), raises(TypeError, r"callable")),
     # gm.validate: every problem, the culprit named
     ("validate-valid", lambda: gm.validate(CIRCLE, ON_CIRCLE), reports((), r"^valid")),
     ("validate-L-nonfinite", lambda: gm.validate(DEFECTS, gm.State(jnp.array([1.0, 1.0, -3.0]), jnp.zeros(3))), reports(["nonfinite"], r"the Lagrangian L is not finite")),
@@ -531,6 +575,7 @@ def _check_flagged(call, outcome: Flagged):
 
 
 @pytest.mark.parametrize("call, outcome", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@as_users_see_it
 def test_bad_input(call, outcome):
     if isinstance(outcome, Raises):
         with pytest.raises(outcome.exception) as info:
@@ -565,6 +610,7 @@ def test_bad_input(call, outcome):
 
 
 @pytest.mark.parametrize("run", [_sim, _vak], ids=["simulate", "simulate_vakonomic"])
+@as_users_see_it
 def test_numpy_bools_are_flags(run):
     """`throw=np.bool_(False)` (what NumPy comparisons return) is a flag like `False`: the run is
     not refused, and its options hold a Python bool (a static field of the compiled program)."""
@@ -574,6 +620,7 @@ def test_numpy_bools_are_flags(run):
     assert np.all(diffrax.is_successful(sol.result))
 
 
+@as_users_see_it
 def test_the_table_is_comprehensive():
     """At least 60 cases, unique ids, over every category of bad input."""
     ids = [c[0] for c in CASES]
@@ -589,6 +636,7 @@ def test_the_table_is_comprehensive():
     assert flagged_codes == set(gm.Failure._name_to_item) - others
 
 
+@as_users_see_it
 def test_the_condition_table_is_documented():
     """docs/errors.md lists every row of the condition table (`_checks.CONDITIONS`) with its codes
     and its message and fix as the code has them, so the two cannot drift apart."""
@@ -603,3 +651,141 @@ def test_the_condition_table_is_documented():
         assert row in doc, f"docs/errors.md lacks the row of condition {c.name!r}:\n{row}"
     for failure in gm.Failure._name_to_item:  # every code a trajectory can carry
         assert failure == "none" or f"`{failure}`" in doc, failure
+
+
+# -- checks of several steps ----------------------------------------------------------------------
+
+
+@as_users_see_it
+def test_state_off_constraint_manifold():
+    system = gm.LagrangianSystem(UNSTABLE, constraint=gm.HolonomicConstraint(lambda q: q @ q - 1.0))
+    on = gm.State(jnp.array([0.6, 0.8]), jnp.array([-0.8, 0.6]))
+    np.testing.assert_array_equal(gm.check_on_constraint(system, on).q, on.q)
+    slightly_off = gm.State(on.q * (1 + 1e-10), on.v)
+    gm.check_on_constraint(system, slightly_off)  # within the stated tolerance (1e-8)
+    off = gm.State(on.q * 1.01, on.v)
+    with pytest.raises(RUNTIME, match="off the constraint manifold"):
+        gm.check_on_constraint(system, off)
+    with pytest.raises(RUNTIME, match="off the constraint manifold"):
+        eqx.filter_jit(gm.check_on_constraint)(system, gm.State(on.q, on.v + 0.1 * on.q))
+    # evaluations slightly off C (as inside an integrator) keep working
+    assert jnp.all(jnp.isfinite(gm.acceleration(system, gm.State(on.q * (1 + 1e-6), on.v))))
+
+
+class _Damping(eqx.Module):
+    c: jax.Array
+
+    def __call__(self, q, v):
+        return -self.c * v
+
+
+_RUN_PATHS = {
+    "eager": (lambda f: f, RUNTIME),
+    "eqx.filter_jit": (eqx.filter_jit, RUNTIME),
+    # plain jax.jit: JAX's own error type, with geomech's (equinox's) message in its text
+    "jax.jit": (jax.jit, jax.errors.JaxRuntimeError),
+    "jax.vmap": (lambda f: lambda c: jax.vmap(f)(jnp.stack([c, c])), RUNTIME),
+    "jax.grad": (jax.grad, RUNTIME),
+}
+
+
+@pytest.mark.parametrize("path", sorted(_RUN_PATHS))
+@as_users_see_it
+def test_run_time_failure_raises_on_every_path(path):
+    """A failure during the run (here `max_steps` reached) raises whatever the caller reads
+    (only the states here) and under every transformation, with the error type documented in
+    docs/errors.md; both types are `RuntimeError`s."""
+    sleigh = gm.models.ChaplyginSleigh()
+
+    def final_x(c):
+        system = gm.LagrangianSystem(
+            sleigh.lagrangian, force=_Damping(c), constraint=gm.LinearConstraint(sleigh.row)
+        )
+        return gm.simulate(system, sleigh.initial_state(), 0.0, 1.0, max_steps=2).states.q[-1, 0]
+
+    transform, error = _RUN_PATHS[path]
+    with pytest.raises(error, match="maximum number of solver steps") as caught:
+        transform(final_x)(jnp.asarray(0.5))
+    assert isinstance(caught.value, RuntimeError)
+
+
+# -- a property: over random systems and random corruptions of the inputs, `simulate` gives a clear
+# error or a correct result, never a non-finite success. Every draw has the same structure (n = 3,
+# k = 1, a batch of two: the clean state on C and a corrupted copy), so `simulate` compiles once;
+# tolerances are values of the controller, not static. It runs with the annotation checker.
+
+RANDOM_N, RANDOM_K = 3, 1
+RANDOM_SAVE = diffrax.SaveAt(ts=jnp.linspace(0.0, 0.4, 3))
+STATE_CORRUPTIONS = ("none", "nan", "inf", "off_C", "fast")
+ARGUMENT_CORRUPTIONS = ("negative_tol", "zero_tols", "nan_tol", "bad_t1", "wrong_shape")
+
+
+def _corrupt_state(state, kind, index, scale):
+    q, v = np.array(state.q), np.array(state.v)
+    if kind == "nan":
+        q[index] = np.nan
+    elif kind == "inf":
+        v[index] = np.inf
+    elif kind == "off_C":
+        v[index] += scale
+    elif kind == "fast":  # on C, large speeds: may be hard to integrate, never garbage
+        v *= 1.0 + 10.0 * scale
+    return gm.State(q, v)
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+)
+@given(
+    seed=st.integers(0, 2**16),
+    kind=st.sampled_from(STATE_CORRUPTIONS + ARGUMENT_CORRUPTIONS),
+    index=st.integers(0, RANDOM_N - 1),
+    scale=st.floats(0.01, 2.0),
+    tol=st.floats(1e-10, 1e-5),
+)
+def test_clear_error_or_correct_result(seed, kind, index, scale, tol):
+    system, state, t0 = random_system(seed, n=RANDOM_N, k=RANDOM_K)
+    if kind == "fast":  # scale the velocity on C: φ is nonlinear in v, so project again
+        state = gm.project_to_constraints(system, _corrupt_state(state, kind, index, scale), t0)
+    bad = state if kind == "fast" else _corrupt_state(state, kind, index, scale)
+    y0 = _pair(state, bad)
+    kw = dict(rtol=tol, atol=tol, t1=t0 + 0.4)
+    if kind == "negative_tol":
+        kw["rtol"] = -tol
+    elif kind == "zero_tols":
+        kw.update(rtol=0.0, atol=0.0)
+    elif kind == "nan_tol":
+        kw["atol"] = float("nan")
+    elif kind == "bad_t1":
+        kw["t1"] = [float("nan"), float("inf"), -float("inf")][index]
+    elif kind == "wrong_shape":
+        y0 = gm.State(jnp.ones((2, RANDOM_N + 1)), jnp.ones((2, RANDOM_N + 1)))
+    saveat = diffrax.SaveAt(ts=t0 + RANDOM_SAVE.subs.ts) if kind != "bad_t1" else RANDOM_SAVE
+    try:
+        sol = gm.simulate(system, y0, t0, saveat=saveat, throw=False, **kw)
+    except (ValueError, TypeError, eqx.EquinoxRuntimeError) as e:
+        assert kind in ARGUMENT_CORRUPTIONS, f"{kind}: {e}"  # a clear error for bad arguments
+        assert str(e).strip()
+        return
+    assert kind in STATE_CORRUPTIONS, f"{kind} was accepted"
+    ok = np.asarray(sol.result == diffrax.RESULTS.successful)
+    for i in np.nonzero(ok)[0]:  # never a non-finite success
+        assert np.all(np.isfinite(sol.states.q[i])) and np.all(np.isfinite(sol.states.v[i]))
+        assert np.all(np.isfinite(sol.energy[i]))
+    # a correct result for the clean member: exactly the run without the corrupted one (which
+    # may itself stop early: a random W can reach a singular configuration, reported as such)
+    clean = gm.simulate(system, _pair(state, state), t0, saveat=saveat, throw=False, **kw)
+    np.testing.assert_array_equal(sol.states.q[0], clean.states.q[0])
+    np.testing.assert_array_equal(sol.states.v[0], clean.states.v[0])
+    assert (sol.result == clean.result)[0]
+    expected = {"nan": "nonfinite_state", "inf": "nonfinite_state", "off_C": "off_constraint"}
+    if kind in expected:
+        assert (sol.failure == getattr(gm.Failure, expected[kind]))[1] and not ok[1]
+    if kind in ("none", "fast"):
+        assert (sol.failure == gm.Failure.none)[1]
+    if kind == "none":  # the same state twice: the same trajectory
+        np.testing.assert_array_equal(sol.states.q[0], sol.states.q[1])
+
+
+def _pair(a, b):
+    return gm.State(jnp.stack([a.q, b.q]), jnp.stack([a.v, b.v]))
