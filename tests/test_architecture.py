@@ -140,6 +140,39 @@ def test_import_graph_has_no_cycles():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+def _floors(graph) -> dict[str, int]:
+    """The floor of every room (a top-level module or package of geomech, its `__init__` aside):
+    1 for a room that imports no other, else one above the highest room it imports."""
+    room = lambda m: ".".join(m.split(".")[:2])
+    edges = {}
+    for m, targets in graph.items():
+        if room(m) != "geomech":
+            edges.setdefault(room(m), set()).update(
+                room(n) for n in targets if room(n) not in (room(m), "geomech")
+            )
+    floors = {}
+
+    def floor(r):
+        if r not in floors:
+            floors[r] = 1 + max((floor(n) for n in edges[r]), default=0)
+        return floors[r]
+
+    return {r.removeprefix("geomech."): floor(r) for r in edges}
+
+
+def test_the_architecture_page_shows_the_floors_of_the_import_graph():
+    """docs/architecture.md's table of floors is the import order of the package as it stands."""
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    section = page.split("## The import graph", 1)[1].split("\n## ", 1)[0]
+    shown = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 2 and cells[0].isdigit():
+            for name in cells[1].split(","):
+                shown[name.strip().strip("`").removesuffix("/").removesuffix(".py")] = int(cells[0])
+    assert shown == _floors(_graph(MODULES))
+
+
 def test_a_cycle_through_an_import_inside_a_function_is_found(tmp_path):
     """The check can fail: `b` imports `a` at module level, `a` imports `b` inside a function."""
     sources = {
