@@ -388,7 +388,7 @@ def _honest_times(ts, ys, t_reached, stop: StopTime, sub: diffrax.SubSaveAt, t0,
     late = stop.stopped & used & (direction * (ts - t_kept) > 0)
     last = jnp.arange(ts.shape[0]) == jnp.sum(used) - 1
     if sub.t1:  # diffrax writes the final state (t1=True) into the last used slot
-        saved = jnp.any(used & ~late & (ts == t_kept)) if sub.steps == 1 else False
+        saved = jnp.any(used & ~late & (ts == t_kept)) if sub.steps == 1 else jnp.asarray(False)
         relabel = late & last & ~saved
     else:
         relabel = jnp.zeros_like(late)

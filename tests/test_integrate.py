@@ -399,3 +399,21 @@ def test_progress_shows_a_tqdm_bar(capfd):
     assert sol.result == diffrax.RESULTS.successful
     out, err = capfd.readouterr()
     assert "100.00%|" in err and "100.00%" not in out, (out, err)
+
+
+
+def test_strict_dtype_promotion_on_coordinates():
+    """geomech promotes no dtype implicitly (diffrax's rule): every solver's acceleration and an
+    integration (final state, and saves) run under `jax_numpy_dtype_promotion="strict"` (a `bool | int` in the
+    engine's save bookkeeping was the one case found). Coordinates only: jaxlie's group products
+    mix integer and float arrays, so groups cannot run strict."""
+    from geomech.models import ChaplyginSleigh
+
+    model = ChaplyginSleigh()
+    system, y0 = model.system(), model.initial_state()
+    with jax.numpy_dtype_promotion("strict"):
+        for solver in (gm.Projection(), gm.Gauss(), gm.Kane(), gm.GibbsAppell(), gm.Multipliers()):
+            assert jnp.all(jnp.isfinite(gm.acceleration(system, y0, solver=solver)))
+        for saveat in (diffrax.SaveAt(t1=True), diffrax.SaveAt(ts=jnp.linspace(0.0, 0.5, 5))):
+            sol = gm.simulate(system, y0, 0.0, 0.5, saveat=saveat)
+            assert jnp.all(jnp.isfinite(sol.states.q))
