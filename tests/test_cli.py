@@ -471,12 +471,19 @@ def test_concurrent_runs_never_lose_files(tmp_path):
 
 
 def test_ctrl_c_while_files_are_moved_in_takes_effect_after_the_last_one():
+    # Python's own Ctrl-C handler, as in an interactive `geomech` process: a suite started in the
+    # background by a non-interactive shell (`pytest &`) inherits SIGINT ignored, and no Ctrl-C
+    # would ever arrive
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
     moved = []
-    with pytest.raises(KeyboardInterrupt):
-        with _output._uninterrupted():
-            os.kill(os.getpid(), signal.SIGINT)
-            for f in range(100_000):  # bytecodes at which Python would run the handler
-                moved.append(f)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with _output._uninterrupted():
+                os.kill(os.getpid(), signal.SIGINT)
+                for f in range(100_000):  # bytecodes at which Python would run the handler
+                    moved.append(f)
+    finally:
+        signal.signal(signal.SIGINT, outer)
     assert len(moved) == 100_000
 
 
