@@ -42,16 +42,16 @@ class CentredChart(AbstractChart):
     def frame(self) -> BodyFrame:
         return BodyFrame(self.manifold)
 
-    def point(self, x):
+    def point(self, x: Float[Array, " n"]) -> Point:
         return self.manifold.oplus(self.q, x)
 
-    def coordinates(self, p):
+    def coordinates(self, p: Point) -> Float[Array, " n"]:
         return self.manifold.ominus(p, self.q)
 
-    def moved(self, x, v):
+    def moved(self, x: Float[Array, " n"], v: Float[Array, " n"]) -> Point:
         return self.manifold.oplus(self.point(x), v)
 
-    def centre_defect(self):
+    def centre_defect(self) -> Float[Array, ""]:
         return self.manifold.point_defect(self.q)
 
     def system(self, system):

@@ -3,12 +3,13 @@ array of `dim` coordinates, $v = \\dot q$, and the stages run on $q$ itself at n
 
 import abc
 
+import diffrax
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from ._manifold import AbstractChart, AbstractManifold
+from ._manifold import AbstractChart, AbstractManifold, Point
 
 
 class AbstractCoordinateManifold(AbstractManifold):
@@ -20,7 +21,7 @@ class AbstractCoordinateManifold(AbstractManifold):
     def wrap(self, q: Float[Array, "... n"]) -> Float[Array, "... n"]:
         """Map coordinates into the chart's fundamental domain (identity for $\\mathbb{R}^n$)."""
 
-    def check(self, q) -> None:
+    def check(self, q: Point) -> None:
         shape = jnp.shape(q)
         if len(shape) != 1:
             raise ValueError(
@@ -33,43 +34,45 @@ class AbstractCoordinateManifold(AbstractManifold):
                 f"{self.dim}: q must have shape ({self.dim},)."
             )
 
-    def point_defect(self, q):
+    def point_defect(self, q: Float[ArrayLike, "*batch n"]) -> Float[Array, ""]:
         return jnp.zeros((), jnp.result_type(q))
 
-    def normalize(self, q):
+    def normalize(self, q: Float[ArrayLike, "*batch n"]) -> Float[ArrayLike, "*batch n"]:
         return self.wrap(q)
 
-    def batch_shape(self, q):
+    def batch_shape(self, q: Float[ArrayLike, "*batch n"]) -> tuple[int, ...]:
         return jnp.shape(q)[:-1]
 
-    def oplus(self, q, psi):
+    def oplus(self, q: Float[ArrayLike, " n"], psi: Float[ArrayLike, " n"]) -> Float[ArrayLike, " n"]:
         return self.wrap(q + psi)
 
-    def ominus(self, p, q):
+    def ominus(self, p: Float[ArrayLike, " n"], q: Float[ArrayLike, " n"]) -> Float[ArrayLike, " n"]:
         return self.wrap(p - q)
 
-    def dexp(self, psi, psi_dot):
+    def dexp(self, psi: Float[ArrayLike, " n"], psi_dot: Float[ArrayLike, " n"]) -> Float[ArrayLike, " n"]:
         return psi_dot
 
-    def dexp_inverse(self, psi, v):
+    def dexp_inverse(self, psi: Float[ArrayLike, " n"], v: Float[ArrayLike, " n"]) -> Float[ArrayLike, " n"]:
         return v
 
-    def velocity_of_point(self, q, v):
+    def velocity_of_point(self, q: Float[ArrayLike, " n"], v: Float[ArrayLike, " n"]) -> Float[ArrayLike, " n"]:
         return v
 
-    def point_scale(self, q):
+    def point_scale(self, q: Float[ArrayLike, " n"]) -> Float[ArrayLike, " n"]:
         return q
 
-    def point_error(self, q, psi, psi_error):
+    def point_error(
+        self, q: Float[ArrayLike, " n"], psi: Float[ArrayLike, " n"], psi_error: Float[ArrayLike, " n"]
+    ) -> Float[ArrayLike, " n"]:
         return psi_error
 
-    def parameters(self, q):
+    def parameters(self, q: Float[ArrayLike, "*batch n"]) -> Float[ArrayLike, "*batch n"]:
         return q
 
-    def chart(self, q) -> "IdentityChart":
+    def chart(self, q: Float[ArrayLike, " n"]) -> "IdentityChart":
         return IdentityChart(self, q)
 
-    def integrator(self, solver, *, adjoint, parts, name):
+    def integrator(self, solver: diffrax.AbstractSolver, *, adjoint, parts, name: str) -> diffrax.AbstractSolver:
         return solver
 
 
@@ -89,10 +92,10 @@ class Euclidean(AbstractCoordinateManifold):
     def dim(self) -> int | None:
         return None if self.n is None else int(self.n)
 
-    def wrap(self, q):
+    def wrap(self, q: Float[ArrayLike, "*batch n"]) -> Float[ArrayLike, "*batch n"]:
         return q
 
-    def bracket(self, v, w):
+    def bracket(self, v: Float[ArrayLike, " n"], w: Float[ArrayLike, " n"]) -> Float[ArrayLike, " n"]:
         return jnp.zeros_like(w)
 
 
@@ -103,10 +106,10 @@ class Circle(AbstractCoordinateManifold):
     def dim(self) -> int:
         return 1
 
-    def wrap(self, q):
+    def wrap(self, q: Float[ArrayLike, "*batch n"]) -> Float[ArrayLike, "*batch n"]:
         return jnp.mod(q + jnp.pi, 2 * jnp.pi) - jnp.pi
 
-    def bracket(self, v, w):
+    def bracket(self, v: Float[ArrayLike, " n"], w: Float[ArrayLike, " n"]) -> Float[ArrayLike, " n"]:
         return jnp.zeros_like(w)
 
 
@@ -122,10 +125,10 @@ class BodyFrame(AbstractCoordinateManifold):
     def dim(self) -> int | None:
         return self.manifold.dim
 
-    def wrap(self, q):
+    def wrap(self, q: Float[ArrayLike, "*batch n"]) -> Float[ArrayLike, "*batch n"]:
         return q
 
-    def bracket(self, v, w):
+    def bracket(self, v: Float[ArrayLike, " n"], w: Float[ArrayLike, " n"]) -> Float[ArrayLike, " n"]:
         return self.manifold.bracket(v, w)
 
 
@@ -138,23 +141,23 @@ class IdentityChart(AbstractChart):
     q: Float[ArrayLike, " n"]
 
     @property
-    def origin(self):
+    def origin(self) -> Float[ArrayLike, " n"]:
         return self.q
 
     @property
-    def frame(self):
+    def frame(self) -> AbstractManifold:
         return self.manifold
 
-    def point(self, x):
+    def point(self, x: Float[ArrayLike, " n"]) -> Float[ArrayLike, " n"]:
         return x
 
-    def coordinates(self, p):
+    def coordinates(self, p: Float[ArrayLike, " n"]) -> Float[ArrayLike, " n"]:
         return p
 
-    def moved(self, x, v):
+    def moved(self, x: Float[ArrayLike, " n"], v: Float[ArrayLike, " n"]) -> Float[ArrayLike, " n"]:
         return self.manifold.oplus(x, v)
 
-    def centre_defect(self):
+    def centre_defect(self) -> Float[Array, ""]:
         return jnp.zeros((), jnp.result_type(self.q))
 
     def system(self, system):

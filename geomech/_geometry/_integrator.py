@@ -20,6 +20,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import jax.tree_util as jtu
 from diffrax import (
+    AbstractAdjoint,
     AbstractImplicitSolver,
     AbstractLocalInterpolation,
     AbstractRungeKutta,
@@ -28,7 +29,7 @@ from diffrax import (
     AbstractWrappedSolver,
     BacksolveAdjoint,
 )
-from jaxtyping import PyTree
+from jaxtyping import Array, ArrayLike, Float, PyTree
 
 from ._manifold import AbstractManifold
 
@@ -60,16 +61,16 @@ class _CentredTerm(AbstractTerm):
     manifold: AbstractManifold
     parts: AbstractStateParts
 
-    def vf(self, t, y, args):
+    def vf(self, t: ArrayLike, y: PyTree, args: PyTree) -> PyTree:
         psi, v, extra = y
         state = self.parts.join(self.manifold.oplus(self.q0, psi), v, extra)
         _, a, extra_rate = self.parts.split(self.term.vf(t, state, args))
         return self.manifold.dexp_inverse(psi, v), a, extra_rate
 
-    def contr(self, t0, t1, **kwargs):
+    def contr(self, t0: ArrayLike, t1: ArrayLike, **kwargs) -> PyTree:
         return self.term.contr(t0, t1, **kwargs)
 
-    def prod(self, vf, control):
+    def prod(self, vf: PyTree, control: PyTree) -> PyTree:
         return jtu.tree_map(lambda x: control * x, vf)
 
 
@@ -84,7 +85,7 @@ class _CentredInterpolation(AbstractLocalInterpolation):
     manifold: AbstractManifold
     parts: AbstractStateParts
 
-    def evaluate(self, t0, t1=None, left=True):
+    def evaluate(self, t0: ArrayLike, t1: ArrayLike | None = None, left: bool = True) -> PyTree:
         if t1 is not None:  # an increment: the difference of the stored points
             return jtu.tree_map(jnp.subtract, self.evaluate(t1, left=left), self.evaluate(t0, left=left))
         psi, v, extra = self.inner.evaluate(t0, left=left)
@@ -96,12 +97,12 @@ class _InterpolationFactory(eqx.Module):
     parts: AbstractStateParts
     inner_cls: object = eqx.field(static=True)
 
-    def __call__(self, *, t0, t1, q0, inner):
+    def __call__(self, *, t0: ArrayLike, t1: ArrayLike, q0: PyTree, inner: dict) -> _CentredInterpolation:
         interp = self.inner_cls(t0=t0, t1=t1, **inner)
         return _CentredInterpolation(t0, t1, interp, q0, self.manifold, self.parts)
 
 
-def _recentre(solver_state, v1):
+def _recentre(solver_state: PyTree, v1: Float[Array, " n"]) -> PyTree:
     """An FSAL Runge–Kutta state `(first_step, f1)` with its last stage moved into the chart
     centred at the step's end point: $f_1 = (\\mathrm{dexp}^{-1}_{-\\psi_1} v_1, a_1, \\cdot)$ in
     the old chart is $(v_1, a_1, \\cdot)$ at $\\psi = 0$ in the new one (only the $\\psi$ rate
@@ -149,16 +150,19 @@ class MuntheKaas(AbstractWrappedSolver):
     def error_order(self, terms):
         return self.solver.error_order(terms)
 
-    def _centred(self, terms, y):
+    def _centred(self, terms: AbstractTerm, y: PyTree) -> tuple[PyTree, _CentredTerm, PyTree]:
         q, v, extra = self.parts.split(y)
         term = _CentredTerm(terms, q, self.manifold, self.parts)
         return q, term, (jnp.zeros_like(v), v, extra)
 
-    def init(self, terms, t0, t1, y0, args):
+    def init(self, terms: AbstractTerm, t0: ArrayLike, t1: ArrayLike, y0: PyTree, args: PyTree) -> PyTree:
         _, term, z0 = self._centred(terms, y0)
         return self.solver.init(term, t0, t1, z0, args)
 
-    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+    def step(
+        self, terms: AbstractTerm, t0: ArrayLike, t1: ArrayLike, y0: PyTree, args: PyTree,
+        solver_state: PyTree, made_jump: ArrayLike,
+    ) -> tuple:
         q0, term, z0 = self._centred(terms, y0)
         z1, z_error, dense_info, solver_state, result = self.solver.step(
             term, t0, t1, z0, args, solver_state, made_jump
@@ -171,11 +175,14 @@ class MuntheKaas(AbstractWrappedSolver):
             z_error = self.parts.join(m.point_error(q0, psi, psi_error), v_error, extra_error)
         return y1, z_error, dict(q0=q0, inner=dense_info), _recentre(solver_state, v1), result
 
-    def func(self, terms, t0, y0, args):
+    def func(self, terms: AbstractTerm, t0: ArrayLike, y0: PyTree, args: PyTree) -> PyTree:
         return terms.vf(t0, y0, args)
 
 
-def munthe_kaas(integrator, manifold: AbstractManifold, *, adjoint, parts, name: str) -> MuntheKaas:
+def munthe_kaas(
+    integrator: AbstractSolver, manifold: AbstractManifold, *, adjoint: AbstractAdjoint,
+    parts: AbstractStateParts, name: str,
+) -> MuntheKaas:
     """`integrator` as a method on `manifold` (for `name`: `simulate` or `simulate_vakonomic`); an
     error, before tracing, for an integrator that is not an explicit Runge–Kutta one and for
     `diffrax.BacksolveAdjoint`."""

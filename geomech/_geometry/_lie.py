@@ -8,18 +8,20 @@ $\\exp$, so at $\\psi = 0$, $\\dot\\psi = v$ and $\\ddot\\psi = \\dot v$ (`_cent
 """
 
 import abc
+from collections.abc import Callable
 from typing import ClassVar
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
 import jaxlie
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array, Bool, Float
 
 from ._centred import CentredChart
-from ._integrator import munthe_kaas
-from ._manifold import AbstractManifold
+from ._integrator import MuntheKaas, munthe_kaas
+from ._manifold import AbstractManifold, Point
 
 
 def hat(w: Float[Array, "3"]) -> Float[Array, "3 3"]:
@@ -30,7 +32,9 @@ def hat(w: Float[Array, "3"]) -> Float[Array, "3 3"]:
     )
 
 
-def _series(t2, small, exact, coefficients):
+def _series(
+    t2: Float[Array, ""], small: Bool[Array, ""], exact: Callable, coefficients: tuple[float, ...]
+) -> Float[Array, ""]:
     """`exact(t2)` where $\\theta^2$ = `t2` is not `small`, else the even power series with
     `coefficients` in $\\theta^2$ (exact to round-off there, with correct derivatives at 0)."""
     safe = jnp.where(small, 1.0, t2)
@@ -38,7 +42,7 @@ def _series(t2, small, exact, coefficients):
     return jnp.where(small, series, exact(safe))
 
 
-def _so3_coefficients(theta):
+def _so3_coefficients(theta: Float[Array, "3"]) -> tuple[Float[Array, ""], ...]:
     """$B = (1 - \\cos\\theta)/\\theta^2$, $C = (\\theta - \\sin\\theta)/\\theta^3$ and
     $D = 1/\\theta^2 - (1 + \\cos\\theta)/(2\\theta\\sin\\theta)$ of $\\theta = |\\theta|$
     ([Sola2018] (143), (144)), by their series for $\\theta^2 < 10^{-2}$."""
@@ -63,7 +67,7 @@ _NODES, _WEIGHTS = (x / 2 for x in np.polynomial.legendre.leggauss(8))
 _NODES = _NODES + 0.5
 
 
-def _quadrature_right_jacobian(group: "AbstractLieGroup", psi):
+def _quadrature_right_jacobian(group: "AbstractLieGroup", psi: Float[Array, " n"]) -> Float[Array, "n n"]:
     """$J_r(\\psi) = \\int_0^1 \\mathrm{Ad}_{\\exp(-s\\psi)}\\,ds$ by Gauss–Legendre quadrature."""
     Ad = jax.vmap(lambda s: group.exp(-s * psi).adjoint())(jnp.asarray(_NODES, psi.dtype))
     return jnp.tensordot(jnp.asarray(_WEIGHTS, psi.dtype), Ad, axes=1)
@@ -98,7 +102,7 @@ class AbstractLieGroup(AbstractManifold):
     def dim(self) -> int:
         return self.group.tangent_dim
 
-    def check(self, q) -> None:
+    def check(self, q: Point) -> None:
         name = self.group.__name__
         if not isinstance(q, self.group):
             raise ValueError(f"a point of {name} must be a jaxlie.{name}, got {type(q).__name__}.")
@@ -108,30 +112,32 @@ class AbstractLieGroup(AbstractManifold):
                 f"element (parameters ({self.group.parameters_dim},)), batch with jax.vmap."
             )
 
-    def batch_shape(self, q):
+    def batch_shape(self, q: jaxlie.MatrixLieGroup) -> tuple[int, ...]:
         return q.get_batch_axes()
 
-    def oplus(self, q, psi):
+    def oplus(self, q: jaxlie.MatrixLieGroup, psi: Float[Array, " n"]) -> jaxlie.MatrixLieGroup:
         return q @ self.exp(psi)
 
-    def ominus(self, p, q):
+    def ominus(self, p: jaxlie.MatrixLieGroup, q: jaxlie.MatrixLieGroup) -> Float[Array, " n"]:
         return self.log(q.inverse() @ p)  # jaxlie.manifold.rminus(q, p), to round-off
 
-    def velocity_of_point(self, q, v):
+    def velocity_of_point(self, q: jaxlie.MatrixLieGroup, v: Float[Array, " n"]) -> jaxlie.MatrixLieGroup:
         zero = jnp.zeros_like(v)
         return jax.jvp(lambda psi: self.oplus(q, psi), (zero,), (v,))[1]
 
-    def point_error(self, q, psi, psi_error):
+    def point_error(
+        self, q: jaxlie.MatrixLieGroup, psi: Float[Array, " n"], psi_error: Float[Array, " n"]
+    ) -> jaxlie.MatrixLieGroup:
         high, low = self.oplus(q, psi), self.oplus(q, psi - psi_error)
         return jtu.tree_map(jnp.subtract, high, low)
 
-    def parameters(self, q):
+    def parameters(self, q: jaxlie.MatrixLieGroup) -> Float[Array, "*batch p"]:
         return q.parameters()
 
-    def chart(self, q) -> CentredChart:
+    def chart(self, q: jaxlie.MatrixLieGroup) -> CentredChart:
         return CentredChart(self, q)
 
-    def integrator(self, solver, *, adjoint, parts, name):
+    def integrator(self, solver: diffrax.AbstractSolver, *, adjoint, parts, name: str) -> MuntheKaas:
         return munthe_kaas(solver, self, adjoint=adjoint, parts=parts, name=name)
 
 
@@ -144,34 +150,34 @@ class SO3(AbstractLieGroup):
 
     group: ClassVar[type[jaxlie.MatrixLieGroup]] = jaxlie.SO3
 
-    def exp(self, psi):
+    def exp(self, psi: Float[Array, " n"]) -> jaxlie.MatrixLieGroup:
         return jaxlie.SO3.exp(psi)
 
-    def log(self, q):
+    def log(self, q: jaxlie.MatrixLieGroup) -> Float[Array, " n"]:
         return q.log()
 
-    def dexp(self, psi, psi_dot):
+    def dexp(self, psi: Float[Array, " n"], psi_dot: Float[Array, " n"]) -> Float[Array, " n"]:
         # J_r(ψ) ψ̇ = ψ̇ - B ψ×ψ̇ + C ψ×(ψ×ψ̇)  ([Sola2018] (143))
         B, C, _ = _so3_coefficients(psi)
         u = jnp.cross(psi, psi_dot)
         return psi_dot - B * u + C * jnp.cross(psi, u)
 
-    def dexp_inverse(self, psi, v):
+    def dexp_inverse(self, psi: Float[Array, " n"], v: Float[Array, " n"]) -> Float[Array, " n"]:
         # J_r(ψ)⁻¹ v = v + ½ ψ×v + D ψ×(ψ×v)  ([Sola2018] (144))
         _, _, D = _so3_coefficients(psi)
         u = jnp.cross(psi, v)
         return v + 0.5 * u + D * jnp.cross(psi, u)
 
-    def bracket(self, v, w):
+    def bracket(self, v: Float[Array, " n"], w: Float[Array, " n"]) -> Float[Array, " n"]:
         return jnp.cross(v, w)  # [v̂, ŵ] = (v × w)^
 
-    def point_defect(self, q):
+    def point_defect(self, q: jaxlie.MatrixLieGroup) -> Float[Array, "*batch"]:
         return _unit_defect(q.wxyz)
 
-    def normalize(self, q):
+    def normalize(self, q: jaxlie.MatrixLieGroup) -> jaxlie.MatrixLieGroup:
         return jaxlie.SO3(_unit(q.wxyz))
 
-    def point_scale(self, q):
+    def point_scale(self, q: jaxlie.MatrixLieGroup) -> Float[Array, " n"]:
         return jnp.ones(3, q.wxyz.dtype)  # a radian for each rotation direction
 
 
@@ -181,7 +187,7 @@ class SE3(AbstractLieGroup):
 
     group: ClassVar[type[jaxlie.MatrixLieGroup]] = jaxlie.SE3
 
-    def exp(self, psi):
+    def exp(self, psi: Float[Array, " n"]) -> jaxlie.MatrixLieGroup:
         # V = I + B θ̂ + C θ̂² in closed form to second order near θ = 0, where jaxlie takes V ≈ R
         rho, theta = psi[:3], psi[3:]
         B, C, _ = _so3_coefficients(theta)
@@ -189,7 +195,7 @@ class SE3(AbstractLieGroup):
         V = jnp.eye(3, dtype=psi.dtype) + B * K + C * K @ K
         return jaxlie.SE3.from_rotation_and_translation(jaxlie.SO3.exp(theta), V @ rho)
 
-    def log(self, q):
+    def log(self, q: jaxlie.MatrixLieGroup) -> Float[Array, " n"]:
         # ρ = V⁻¹ t with V⁻¹ = J_l(θ)⁻¹ = I − ½θ̂ + D θ̂² ([Sola2018] (146), (173)); jaxlie's
         # form loses digits to cancellation for small θ
         theta = q.rotation().log()
@@ -198,27 +204,27 @@ class SE3(AbstractLieGroup):
         u = jnp.cross(theta, t)
         return jnp.concatenate([t - 0.5 * u + D * jnp.cross(theta, u), theta])
 
-    def dexp(self, psi, psi_dot):
+    def dexp(self, psi: Float[Array, " n"], psi_dot: Float[Array, " n"]) -> Float[Array, " n"]:
         return _quadrature_right_jacobian(self, psi) @ psi_dot
 
-    def dexp_inverse(self, psi, v):
+    def dexp_inverse(self, psi: Float[Array, " n"], v: Float[Array, " n"]) -> Float[Array, " n"]:
         return jnp.linalg.solve(_quadrature_right_jacobian(self, psi), v)
 
-    def bracket(self, v, w):
+    def bracket(self, v: Float[Array, " n"], w: Float[Array, " n"]) -> Float[Array, " n"]:
         # [(ρ₁, θ₁), (ρ₂, θ₂)] = (θ₁×ρ₂ − θ₂×ρ₁, θ₁×θ₂) of se(3) [Sola2018]
         rho1, theta1, rho2, theta2 = v[:3], v[3:], w[:3], w[3:]
         linear = jnp.cross(theta1, rho2) - jnp.cross(theta2, rho1)
         return jnp.concatenate([linear, jnp.cross(theta1, theta2)])
 
-    def point_defect(self, q):
+    def point_defect(self, q: jaxlie.MatrixLieGroup) -> Float[Array, "*batch"]:
         return _unit_defect(q.rotation().wxyz)
 
-    def normalize(self, q):
+    def normalize(self, q: jaxlie.MatrixLieGroup) -> jaxlie.MatrixLieGroup:
         return jaxlie.SE3.from_rotation_and_translation(
             jaxlie.SO3(_unit(q.rotation().wxyz)), q.translation()
         )
 
-    def point_scale(self, q):
+    def point_scale(self, q: jaxlie.MatrixLieGroup) -> Float[Array, " n"]:
         # the distance from the origin for each translation direction, a radian for each rotation
         t = q.translation()
         return jnp.concatenate([jnp.full(3, jnp.linalg.norm(t)), jnp.ones(3, t.dtype)])
@@ -229,7 +235,7 @@ class SE2(AbstractLieGroup):
 
     group: ClassVar[type[jaxlie.MatrixLieGroup]] = jaxlie.SE2
 
-    def exp(self, psi):
+    def exp(self, psi: Float[Array, " n"]) -> jaxlie.MatrixLieGroup:
         # t = V ρ with V = [[sin θ/θ, −(1 − cos θ)/θ], [(1 − cos θ)/θ, sin θ/θ]] ([Sola2018]
         # (156)), by series for small θ, where jaxlie's form cancels
         theta = psi[2]
@@ -241,7 +247,7 @@ class SE2(AbstractLieGroup):
         t = jnp.stack([a * rho[0] - b * rho[1], b * rho[0] + a * rho[1]])
         return jaxlie.SE2.from_rotation_and_translation(jaxlie.SO2.from_radians(theta), t)
 
-    def log(self, q):
+    def log(self, q: jaxlie.MatrixLieGroup) -> Float[Array, " n"]:
         # ρ = [[A, θ/2], [−θ/2, A]] t with A = (θ/2) cot(θ/2) ([Sola2018] (158)), without
         # jaxlie's cancellation in 1 − cos θ for small θ
         c, s, t = q.unit_complex_xy[0], q.unit_complex_xy[1], q.unit_complex_xy[2:]
@@ -255,25 +261,25 @@ class SE2(AbstractLieGroup):
         rho = jnp.stack([A * t[0] + h * t[1], -h * t[0] + A * t[1]])
         return jnp.concatenate([rho, theta[None]])
 
-    def dexp(self, psi, psi_dot):
+    def dexp(self, psi: Float[Array, " n"], psi_dot: Float[Array, " n"]) -> Float[Array, " n"]:
         return _quadrature_right_jacobian(self, psi) @ psi_dot
 
-    def dexp_inverse(self, psi, v):
+    def dexp_inverse(self, psi: Float[Array, " n"], v: Float[Array, " n"]) -> Float[Array, " n"]:
         return jnp.linalg.solve(_quadrature_right_jacobian(self, psi), v)
 
-    def bracket(self, v, w):
+    def bracket(self, v: Float[Array, " n"], w: Float[Array, " n"]) -> Float[Array, " n"]:
         # [(u₁, ω₁), (u₂, ω₂)] = (ω₁ J u₂ − ω₂ J u₁, 0), J = rotation by π/2, of se(2)
         perp = lambda u: jnp.stack([-u[1], u[0]])
         linear = v[2] * perp(w[:2]) - w[2] * perp(v[:2])
         return jnp.concatenate([linear, jnp.zeros(1, w.dtype)])
 
-    def point_defect(self, q):
+    def point_defect(self, q: jaxlie.MatrixLieGroup) -> Float[Array, "*batch"]:
         return _unit_defect(q.unit_complex_xy[..., :2])
 
-    def normalize(self, q):
+    def normalize(self, q: jaxlie.MatrixLieGroup) -> jaxlie.MatrixLieGroup:
         p = q.unit_complex_xy
         return jaxlie.SE2(jnp.concatenate([_unit(p[..., :2]), p[..., 2:]], axis=-1))
 
-    def point_scale(self, q):
+    def point_scale(self, q: jaxlie.MatrixLieGroup) -> Float[Array, " n"]:
         t = q.translation()
         return jnp.concatenate([jnp.full(2, jnp.linalg.norm(t)), jnp.ones(1, t.dtype)])

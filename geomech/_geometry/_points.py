@@ -2,23 +2,25 @@
 user function's arguments, a group action's generators): an array of coordinates, a `jaxlie`
 element, or a tuple of points (a product with a group factor)."""
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 import jaxlie
 from jaxtyping import Array, Float, PyTree
 
 
-def _structured(q) -> bool:
+def _structured(q: PyTree) -> bool:
     return isinstance(q, jaxlie.MatrixLieGroup | tuple)
 
 
-def as_point(q, convert) -> PyTree:
+def as_point(q: PyTree, convert: Callable) -> PyTree:
     """`q` with `convert` applied to its arrays: to the array itself, or leaf by leaf to a group
     element or a tuple of points."""
     return jax.tree_util.tree_map(convert, q) if _structured(q) else convert(q)
 
 
-def point_shape(q) -> tuple[tuple[int, ...], int]:
+def point_shape(q: PyTree) -> tuple[tuple[int, ...], int]:
     """The batch axes and the tangent dimension of a point."""
     if isinstance(q, jaxlie.MatrixLieGroup):
         return q.get_batch_axes(), q.tangent_dim
@@ -31,7 +33,7 @@ def point_shape(q) -> tuple[tuple[int, ...], int]:
     return shape[:-1], (shape[-1] if shape else 0)
 
 
-def point_difference(q, p) -> Float[Array, " n"]:
+def point_difference(q: PyTree, p: PyTree) -> Float[Array, " n"]:
     """$p \\ominus q$ by the structure of the points: $\\log(q^{-1}p)$ on a group, $p - q$ on
     coordinates, concatenated for a tuple (`AbstractManifold.ominus` without the manifold)."""
     if isinstance(q, tuple):
@@ -41,7 +43,7 @@ def point_difference(q, p) -> Float[Array, " n"]:
     return jnp.asarray(p) - jnp.asarray(q)  # jaxlie.manifold.rminus gives q - p on arrays
 
 
-def point_parameters(q) -> Float[Array, "... p"]:
+def point_parameters(q: PyTree) -> Float[Array, "... p"]:
     """The stored parameters of a point as one array, the parameters last: coordinates as they
     are, a group element's parameters (`wxyz` of an SO(3), `wxyz_xyz` of an SE(3)), a tuple's
     factors concatenated in order (`AbstractManifold.parameters` without the manifold)."""
@@ -50,7 +52,7 @@ def point_parameters(q) -> Float[Array, "... p"]:
     return q.parameters() if isinstance(q, jaxlie.MatrixLieGroup) else jnp.asarray(q)
 
 
-def attitude(q) -> Float[Array, "... 3 3"]:
+def attitude(q: PyTree) -> Float[Array, "... 3 3"]:
     """The rotation matrices of the body frames of points on SO(3), SE(3), or a product whose
     first factor is one of them (a rigid body's attitude); `ValueError` for other points."""
     first = q[0] if isinstance(q, tuple) else q
@@ -63,7 +65,7 @@ def attitude(q) -> Float[Array, "... 3 3"]:
     return rotation.as_matrix()
 
 
-def angular_velocity_indices(q) -> tuple[int, int, int]:
+def angular_velocity_indices(q: PyTree) -> tuple[int, int, int]:
     """Where the body angular velocity sits in the flat velocity of a point of `attitude`'s
     spaces: after the linear part on SE(3) (jaxlie's order), first otherwise."""
     first = q[0] if isinstance(q, tuple) else q

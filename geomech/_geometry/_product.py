@@ -6,6 +6,7 @@ a point is the factors' coordinates concatenated when every factor is a coordina
 
 import abc
 
+import diffrax
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
@@ -121,7 +122,7 @@ class Product(AbstractManifold):
         ends = np.cumsum([f.dim for f in self.factors])
         return [x[..., end - f.dim : end] for f, end in zip(self.factors, ends, strict=True)]
 
-    def _points(self, q):
+    def _points(self, q: Point) -> list[Point]:
         return self.layout.split(self, q)
 
     def _each(self, method, *args):
@@ -135,55 +136,55 @@ class Product(AbstractManifold):
         parts = zip(self.factors, *(self.split(x) for x in vectors), strict=True)
         return jnp.concatenate([getattr(f, method)(*a) for f, *a in parts], axis=-1)
 
-    def check(self, q) -> None:
+    def check(self, q: Point) -> None:
         self.layout.check(self, q)
         for f, x in zip(self.factors, self._points(q), strict=True):
             f.check(x)
 
-    def point_defect(self, q):
+    def point_defect(self, q: Point) -> Float[Array, "*batch"]:
         return jnp.max(jnp.stack(self._each("point_defect", q)), axis=0)
 
-    def normalize(self, q):
+    def normalize(self, q: Point) -> Point:
         return self.layout.join(self._each("normalize", q))
 
-    def wrap(self, q):
+    def wrap(self, q: Point) -> Point:
         """The point with its coordinates in their charts' domains (`normalize`)."""
         return self.normalize(q)
 
-    def batch_shape(self, q):
+    def batch_shape(self, q: Point) -> tuple[int, ...]:
         return self.factors[0].batch_shape(self._points(q)[0])
 
-    def oplus(self, q, psi):
+    def oplus(self, q: Point, psi: Float[Array, " n"]) -> Point:
         return self.layout.join(self._each("oplus", q, psi))
 
-    def ominus(self, p, q):
+    def ominus(self, p: Point, q: Point) -> Float[Array, " n"]:
         parts = zip(self.factors, self._points(p), self._points(q), strict=True)
         return jnp.concatenate([f.ominus(a, b) for f, a, b in parts], axis=-1)
 
-    def dexp(self, psi, psi_dot):
+    def dexp(self, psi: Float[Array, " n"], psi_dot: Float[Array, " n"]) -> Float[Array, " n"]:
         return self._tangent("dexp", psi, psi_dot)
 
-    def dexp_inverse(self, psi, v):
+    def dexp_inverse(self, psi: Float[Array, " n"], v: Float[Array, " n"]) -> Float[Array, " n"]:
         return self._tangent("dexp_inverse", psi, v)
 
-    def bracket(self, v, w):
+    def bracket(self, v: Float[Array, " n"], w: Float[Array, " n"]) -> Float[Array, " n"]:
         return self._tangent("bracket", v, w)
 
-    def velocity_of_point(self, q, v):
+    def velocity_of_point(self, q: Point, v: Float[Array, " n"]) -> Point:
         return self.layout.join(self._each("velocity_of_point", q, v))
 
-    def point_scale(self, q):
+    def point_scale(self, q: Point) -> Float[Array, " n"]:
         return jnp.concatenate(self._each("point_scale", q), axis=-1)
 
-    def point_error(self, q, psi, psi_error):
+    def point_error(self, q: Point, psi: Float[Array, " n"], psi_error: Float[Array, " n"]) -> Point:
         return self.layout.join(self._each("point_error", q, psi, psi_error))
 
-    def parameters(self, q):
+    def parameters(self, q: Point) -> Float[Array, "*batch p"]:
         return jnp.concatenate(self._each("parameters", q), axis=-1)
 
-    def chart(self, q):
+    def chart(self, q: Point) -> AbstractChart:
         return self.layout.chart(self, q)
 
-    def integrator(self, solver, *, adjoint, parts, name):
+    def integrator(self, solver: diffrax.AbstractSolver, *, adjoint, parts, name: str) -> diffrax.AbstractSolver:
         return self.layout.integrator(self, solver, adjoint=adjoint, parts=parts, name=name)
 
