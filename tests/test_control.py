@@ -79,6 +79,47 @@ def particle_qp(m, target, N=N_DI, T=1.0):
     return u, h * u @ u
 
 
+@pytest.mark.parametrize("stages", [1, 2, 7])
+def test_block_factorization_solves_the_dense_system(stages):
+    """The block LDL^T (Riccati) factorization of a symmetric indefinite block-tridiagonal
+    matrix whose sub-diagonal blocks read only the coupling columns solves it as a dense solve
+    does: random KKT-like blocks (W positive definite, J of full row rank)."""
+    from geomech._control._blocktri import BlockTridiagonal, factor
+
+    s, r, cols = 5, 3, (0, 2, 4)
+    b = s + r
+    rng = np.random.default_rng(stages)
+    diag, lower = [], []
+    for _ in range(stages):
+        X = rng.normal(size=(s, s))
+        J = rng.normal(size=(r, s))
+        diag.append(np.block([[X @ X.T + np.eye(s), J.T], [J, np.zeros((r, r))]]))
+    for _ in range(stages - 1):
+        L = np.zeros((b, len(cols)))
+        L[s:] = rng.normal(size=(r, len(cols)))  # equations of stage i+1 read stage i's state
+        L[:s] = 0.1 * rng.normal(size=(s, len(cols)))
+        lower.append(L)
+    K = BlockTridiagonal(
+        jnp.asarray(np.array(diag)), jnp.asarray(np.array(lower).reshape(-1, b, 3)), cols
+    )
+    dense = np.zeros((stages * b, stages * b))
+    for i in range(stages):
+        dense[i * b : (i + 1) * b, i * b : (i + 1) * b] = diag[i]
+    for i in range(stages - 1):
+        block = np.zeros((b, b))
+        block[:, list(cols)] = lower[i]
+        dense[(i + 1) * b : (i + 2) * b, i * b : (i + 1) * b] = block
+        dense[i * b : (i + 1) * b, (i + 1) * b : (i + 2) * b] = block.T
+    rhs = rng.normal(size=(stages, b))
+    x = jax.jit(lambda K, r: factor(K).solve(r))(K, jnp.asarray(rhs))
+    expected = np.linalg.solve(dense, rhs.ravel()).reshape(stages, b)
+    scale = np.max(np.abs(expected))
+    cond = np.linalg.cond(dense)
+    assert cond < 1e6  # a well-posed check
+    assert np.max(np.abs(np.asarray(x) - expected)) <= 1e-14 * cond * scale
+    np.testing.assert_allclose(K.matvec(jnp.asarray(expected)), rhs, atol=1e-12 * scale)
+
+
 def test_linear_quadratic_optimum_equals_an_independent_qp():
     sol = solve(particle_problem(m=2.0, target=1.0))
     u_ref, cost_ref = particle_qp(2.0, 1.0)

@@ -19,6 +19,7 @@ values).
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array
 
 from ._blocktri import BlockFactorization, BlockTridiagonal, factor
@@ -131,13 +132,11 @@ def kkt_matrix(T: Transcription, ev, d, sigma, delta_w, delta_c) -> BlockTridiag
     diag = jnp.concatenate(
         [jnp.concatenate([W, jnp.swapaxes(Jd, 1, 2)], 2), jnp.concatenate([Jd, C], 2)], 1
     )
-    # the equations of stage k do not depend on the unknowns of stage k + 1: no upper J block
-    zero_sr = jnp.zeros((Jl.shape[0], s, r), sigma.dtype)
-    zero_rr = jnp.zeros((Jl.shape[0], r, r), sigma.dtype)
-    lower = jnp.concatenate(
-        [jnp.concatenate([ev.W_lower, zero_sr], 2), jnp.concatenate([Jl, zero_rr], 2)], 1
-    )
-    return BlockTridiagonal(diag, lower)
+    # the equations of stage k do not depend on the unknowns of stage k + 1 (no upper J block),
+    # and those of stage k + 1 read only the state columns of stage k
+    cols = np.asarray(T.coupling())
+    lower = jnp.concatenate([ev.W_lower[:, :, cols], Jl[:, :, cols]], 1)
+    return BlockTridiagonal(diag, lower, T.coupling())
 
 
 def kkt_hessian_times(T: Transcription, ev, sigma, delta_w, dx):

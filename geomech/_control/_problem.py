@@ -171,7 +171,9 @@ class OptimalControlProblem(eqx.Module):
         try:
             system.manifold.check(self.q0)
         except ValueError as e:
-            raise ValueError(f"q0 must be one configuration (batch problems with jax.vmap): {e}") from None
+            raise ValueError(
+                f"q0 must be one configuration (batch problems with jax.vmap): {e}"
+            ) from None
         n = self.dim()
         state = State(self.q0, jnp.zeros(n, problem_dtype(self)))
         k = system.check_shapes(state, self.t0)

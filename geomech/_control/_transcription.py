@@ -289,6 +289,12 @@ class Transcription(eqx.Module):
             grad_L=grad_L,
         )
 
+    def coupling(self) -> tuple[int, ...]:
+        """The unknowns of stage $k$ that the equations and the cost of interval $k+1$ read: the
+        state $(\\xi_{k+1}, h_k, p_{k+1})$ (the columns of the KKT matrix's sub-diagonal blocks)."""
+        o = self._offsets()
+        return (*range(o[0], o[1]), *range(o[3], o[5]))
+
     def _nonlinear(self) -> np.ndarray:
         """Indices into $(z_{k-1}, z_k)$ of the unknowns that enter an interval's equations and
         cost nonlinearly (the momenta enter linearly; their Hessian rows are zero)."""
