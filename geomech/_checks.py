@@ -19,6 +19,7 @@ import dataclasses
 import functools
 from collections.abc import Callable
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -487,8 +488,9 @@ def contact_measures(system, state, t, acceleration: Callable[[], object]) -> di
 
 
 def failure_enumeration(conditions) -> type:
-    """The `gm.Failure` enumeration of a table: `none` and one item per distinct `failure`."""
-    items = {"none": "no failed precondition"}
+    """The `gm.Failure` enumeration of a table: diffrax's `RESULTS` extended by one item per
+    distinct `failure` of the table (`successful` for a trajectory that failed none)."""
+    items = {}
     for c in conditions:
         if c.failure is not None:
             items.setdefault(c.failure, c.text())
@@ -498,26 +500,32 @@ def failure_enumeration(conditions) -> type:
         "__doc__": (
             "Why a trajectory of `gm.simulate` (or `gm.simulate_vakonomic`) was not integrated: "
             "the precondition its initial state failed (`Solution.failure`, one per trajectory; "
-            "`Failure.none` for the others), with its message (`gm.Failure[sol.failure]`); for a "
-            "system with a contact, also why it stopped during the run (`lift_off`, "
-            "`contact_undefined`, at `sol.t_final`). One "
-            "item per condition of the table in `geomech/_checks.py`, in its order:\n\n"
+            "`Failure.successful` for the others), with its message (`gm.Failure[sol.failure]`); "
+            "for a system with a contact, also why it stopped during the run (`lift_off`, "
+            "`contact_undefined`, at `sol.t_final`). It extends `diffrax.RESULTS` (whose items it "
+            "has too), so that `sol.outcome` says in one enumeration how each trajectory ended. "
+            "One item per condition of the table in `geomech/_checks.py`, in its order:\n\n"
             + "\n".join(f"- `{name}`: {message}" for name, message in items.items())
+            + "\n\n`Failure.none` is `Failure.successful` (its name before it extended diffrax's)."
         ),
         **items,
     }
-    return type(eqx.Enumeration)("Failure", (eqx.Enumeration,), namespace)
+    enum = type(eqx.Enumeration)("Failure", (diffrax.RESULTS,), namespace)
+    type.__setattr__(enum, "none", enum.successful)  # the earlier name, kept for old code
+    return enum
 
 
 Failure = failure_enumeration(CONDITIONS)
-FAILURES = tuple(getattr(Failure, name) for name in Failure._name_to_item if name != "none")
+FAILURES = tuple(
+    getattr(Failure, name) for name in dict.fromkeys(c.failure for c in CONDITIONS if c.failure)
+)
 
 
 def first_failure(consumer: str, at: At):
-    """The `Failure` of the first condition of `consumer` that fails at `at` (`Failure.none` if
+    """The `Failure` of the first condition of `consumer` that fails at `at` (`successful` if
     every one holds)."""
     enum = Failure
-    failure = enum.none
+    failure = enum.successful
     for c in reversed([c for c in CONDITIONS if c.failure and c.used_by(consumer, at)]):
         failure = enum.where(c.holds(c.measure(at)), failure, getattr(enum, c.failure))
     return failure

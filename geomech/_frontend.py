@@ -418,17 +418,17 @@ def run_checked(
     if recheck is None:
         sol = run(None, False)
     else:
-        none = jtu.tree_map(lambda x: jnp.broadcast_to(x, batch_shape), Failure.none)
+        none = jtu.tree_map(lambda x: jnp.broadcast_to(x, batch_shape), Failure.successful)
         try:
             sol, error = run(none, False), None
             suspect = np.any(np.asarray(
-                (sol.result == diffrax.RESULTS.nonfinite) & (sol.failure == Failure.none)
+                (sol.result == diffrax.RESULTS.nonfinite) & (sol.failure == Failure.successful)
             ))
         except eqx.EquinoxRuntimeError as e:
             sol, error, suspect = None, e, True
         if suspect:
             failure = recheck()
-            if np.any(np.asarray(failure != Failure.none)):
+            if np.any(np.asarray(failure != Failure.successful)):
                 sol, error = run(failure, False), None
         if error is not None:
             raise error

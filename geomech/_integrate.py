@@ -161,13 +161,13 @@ def _simulate(
     note_trace("simulate", (system, y0, t0, t1, solver, stabilization, options, given, throw_in_jit))
     failure = initial_failures(system, solver, y0, t0, batched=batched, acceleration=given is None)
     if given is not None:
-        failed = given != Failure.none
+        failed = given != Failure.successful
         failure = jax.tree_util.tree_map(lambda a, b: jnp.where(failed, a, b), given, failure)
     if throw_in_jit:
         failure = throw_failures_in_jit(failure, "simulate")
     rhs = ConstrainedField(system, solver, stabilization)
     project = stabilization.state_projection(system)
-    skip = failure != Failure.none
+    skip = failure != Failure.successful
     event = admissible = None
     if system.contact is not None:  # watched along the run (`_contact`)
         event = ContactEvents(rhs, system.contact).event(y0.v.dtype)
@@ -192,7 +192,7 @@ def initial_failure(
 ) -> Failure:
     """The first precondition of `simulate` that `state` fails (the conditions of the table in
     `_checks` for `"simulate"`: finite, regular $M$ (2.6), (3.7), a work space of full rank,
-    (3.19), on $\\mathcal{C}$, and with `acceleration` a finite $a_R$), or `Failure.none`."""
+    (3.19), on $\\mathcal{C}$, and with `acceleration` a finite $a_R$), or `Failure.successful`."""
     stages = stages_at(system, state, t, checks=False)
     a_R = functools.cache(lambda: constrained_acceleration(stages, solver))
     extra = {"acceleration": a_R} if acceleration else {}

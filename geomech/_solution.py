@@ -52,7 +52,7 @@ class Solution(eqx.Module):
         convention) and `SaveAt(t1=True)` holds the last state reached. Other failures keep
         diffrax's codes (`max_steps_reached`, ...). A trajectory whose initial state fails a
         precondition is not integrated: `diffrax.RESULTS.singular`, and `failure` says which.
-    - `failure`: a `gm.Failure` per trajectory, `gm.Failure.none` unless the initial state
+    - `failure`: a `gm.Failure` per trajectory, `gm.Failure.successful` unless the initial state
         failed a precondition (`nonfinite_state`, `off_constraint`, `mass_matrix`,
         `admissibility`, `work_space`, `condition_3_19`, `nonfinite_acceleration`, and for
         `simulate_vakonomic` `nonfinite_multipliers`); such a
@@ -61,6 +61,8 @@ class Solution(eqx.Module):
         at the start (not integrated, as above) or during the run: then the trajectory stopped
         at `t_final`, the time its normal force fell through zero or its contact point became
         undefined (`result` is `diffrax.RESULTS.event_occurred`; an error if `throw`).
+    - `outcome` (a property): both in one `gm.Failure` (which extends `diffrax.RESULTS`):
+        `failure` where it is not `successful`, else `result`.
     - `t_final`: the time each trajectory reached, `()` (or `(B,)`): `t1`, or, where it stopped
         early, the time of the last state kept (a failed step does not count; later saved times
         are `inf`); NaN for a trajectory stopped early under `diffrax.BacksolveAdjoint`.
@@ -86,6 +88,16 @@ class Solution(eqx.Module):
     stats: dict
     manifold: AbstractManifold = Euclidean()
 
+    @property
+    def outcome(self) -> Failure:
+        """How each trajectory ended, in one enumeration (`gm.Failure` extends
+        `diffrax.RESULTS`): `failure` where it is not `successful` (a failed precondition, the end
+        of a contact's model), else `result` (`gm.Failure.promote(sol.result)`)."""
+        ok = self.failure == Failure.successful  # one per trajectory (`Failure.where` is scalar)
+        return jax.tree_util.tree_map(
+            lambda a, b: jnp.where(ok, a, b), Failure.promote(self.result), self.failure
+        )
+
     @classmethod
     def from_raw(
         cls,
@@ -101,9 +113,11 @@ class Solution(eqx.Module):
         energy is non-finite at a saved state is not successful (`nonfinite`; an error if
         `throw`); one with a `failure` (not integrated) is `singular`."""
         if failure is None:
-            shape = raw.t_final.shape  # Failure.none for every trajectory
-            failure = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, shape), Failure.none)
-        failed = failure != Failure.none
+            shape = raw.t_final.shape  # Failure.successful for every trajectory
+            failure = jax.tree_util.tree_map(
+                lambda x: jnp.broadcast_to(x, shape), Failure.successful
+            )
+        failed = failure != Failure.successful
         if skip is not None:  # the others failed along the run: stopped where they failed
             stopped, failed = failed & ~skip, skip
             if throw:  # on every output a caller may read (an unused check is dropped)

@@ -562,6 +562,9 @@ def _check_flagged(call, outcome: Flagged):
     np.testing.assert_array_equal(sol.failure == gm.Failure.none, [True, True, outcome.failure == "none"])
     result = getattr(diffrax.RESULTS, outcome.result)
     assert bool((sol.result == result)[2])
+    # both in one gm.Failure: the precondition where one failed, else diffrax's code
+    ended = expected_failure if outcome.failure != "none" else getattr(gm.Failure, outcome.result)
+    np.testing.assert_array_equal(sol.outcome == ended, [False, False, True])
     if outcome.failure != "none":  # not integrated: y0 at t0, not reached afterwards
         np.testing.assert_array_equal(sol.states.q[2, 0], y0.q[2])
         assert np.all(np.isinf(sol.states.q[2, 1:])) and sol.t_final[2] == 0.0
@@ -633,7 +636,10 @@ def test_the_table_is_comprehensive():
     # the group (the `flagged` batches here are on coordinates); and in test_contact.py a rolling
     # body's contact (at the start and during the run)
     others = {"work_space", "nonfinite_multipliers", "off_manifold", "contact_undefined", "lift_off"}
-    assert flagged_codes == set(gm.Failure._name_to_item) - others
+    from geomech import _checks
+
+    table = {c.failure for c in _checks.CONDITIONS if c.failure}
+    assert flagged_codes == (table | {"none"}) - others  # "none": flagged, then nothing fails
 
 
 @as_users_see_it
@@ -649,8 +655,9 @@ def test_the_condition_table_is_documented():
         failure = f"`{c.failure}`" if c.failure else "—"
         row = f"| `{c.name}` | `{c.code}` | {failure} | {c.text().replace('|', chr(92) + '|')} |"
         assert row in doc, f"docs/errors.md lacks the row of condition {c.name!r}:\n{row}"
-    for failure in gm.Failure._name_to_item:  # every code a trajectory can carry
-        assert failure == "none" or f"`{failure}`" in doc, failure
+    for c in _checks.CONDITIONS:  # every code of the table a trajectory can carry
+        assert c.failure is None or f"`{c.failure}`" in doc, c.failure
+    assert "| `successful` (also `none`) |" in doc
 
 
 # -- checks of several steps ----------------------------------------------------------------------

@@ -89,8 +89,10 @@ def test_failing_member_is_flagged_and_the_others_are_untouched(name):
     expected = getattr(gm.Failure, EXPECTED.get(name, name))
     sol = gm.simulate(system, states, 0.0, 0.5, solver=solver, throw=False, **KW)
     np.testing.assert_array_equal(sol.failure == expected, [False, False, True])
-    np.testing.assert_array_equal(sol.failure == gm.Failure.none, [True, True, False])
+    np.testing.assert_array_equal(sol.failure == gm.Failure.successful, [True, True, False])
     np.testing.assert_array_equal(sol.result == diffrax.RESULTS.successful, [True, True, False])
+    np.testing.assert_array_equal(sol.outcome == expected, [False, False, True])
+    np.testing.assert_array_equal(sol.outcome == gm.Failure.successful, [True, True, False])
     assert (sol.result == diffrax.RESULTS.singular)[2]
     # the failing member: its y0 at t0, not reached afterwards
     np.testing.assert_array_equal(sol.ts[2], [0.0, np.inf, np.inf, np.inf])
@@ -108,6 +110,22 @@ def test_failing_member_is_flagged_and_the_others_are_untouched(name):
     solo = gm.simulate(system, jax.tree_util.tree_map(lambda x: x[2], states), 0.0, 0.5,
                        solver=solver, throw=False, **KW)  # fmt: skip
     assert solo.failure == expected and solo.result == diffrax.RESULTS.singular
+
+
+def test_failure_extends_diffrax_results():
+    """`gm.Failure` extends `diffrax.RESULTS`: `outcome` carries diffrax's code where no
+    precondition failed (members that run out of steps), the precondition where one did;
+    `Failure.none` is the earlier name of `Failure.successful`."""
+    system, states, solver = CASES["mass_matrix"]()
+    sol = gm.simulate(system, states, 0.0, 0.5, solver=solver, throw=False, max_steps=1, **KW)
+    np.testing.assert_array_equal(sol.result == diffrax.RESULTS.max_steps_reached, [1, 1, 0])
+    np.testing.assert_array_equal(sol.failure == gm.Failure.successful, [1, 1, 0])
+    expected = [gm.Failure.max_steps_reached] * 2 + [gm.Failure.mass_matrix]
+    for i, item in enumerate(expected):
+        assert (sol.outcome == item)[i], (i, gm.Failure[sol.outcome])
+    assert gm.Failure.promote(diffrax.RESULTS.nonfinite) == gm.Failure.nonfinite
+    assert gm.Failure.none is gm.Failure.successful
+    assert set(diffrax.RESULTS._name_to_item) < set(gm.Failure._name_to_item)
 
 
 @pytest.mark.parametrize("name", ["off_constraint", "mass_matrix", "nonfinite_acceleration"])

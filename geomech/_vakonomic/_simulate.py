@@ -50,7 +50,7 @@ class VakonomicSolution(eqx.Module):
 
     **Fields:**
 
-    - `solution`: the `gm.Solution` of $(q, v)$: `ts`, `states`, `result`, `t_final`,
+    - `solution`: the `gm.Solution` of $(q, v)$: `ts`, `states`, `result`, `outcome`, `t_final`,
         `energy` ($E_L$), `constraint_residual` ($|g|$), `position_residual`, `stats` — each
         also readable directly on the `VakonomicSolution` (`sol.ts`, `sol.states`, ...).
         `result` is `event_occurred` for a trajectory stopped at an impasse point (the only
@@ -83,6 +83,10 @@ class VakonomicSolution(eqx.Module):
     @property
     def failure(self) -> Failure:
         return self.solution.failure
+
+    @property
+    def outcome(self) -> Failure:
+        return self.solution.outcome
 
     @property
     def t_final(self) -> Float[Array, "*B"]:
@@ -286,8 +290,8 @@ def simulate_vakonomic(
 def _initial_failure(system: LagrangianSystem, state: State, mu, t) -> Failure:
     """The first precondition of `simulate_vakonomic` that `(state, mu)` fails (the conditions of
     the table in `_checks` for `"vakonomic"`: finite $(q, v)$ and $\\mu$, regular $M$ (2.6),
-    $G = \\partial g/\\partial v$ of full rank (3.7), on $g = 0$); else `Failure.none`. (An impasse
-    point at $t_0$ is the `_Impasse` event's case: stopped there, `sol.impasse`.)"""
+    $G = \\partial g/\\partial v$ of full rank (3.7), on $g = 0$); else `Failure.successful`. (An
+    impasse point at $t_0$ is the `_Impasse` event's case: stopped there, `sol.impasse`.)"""
     stages = stages_at(system, state, t, checks=False)
     at = At(stages, point=state, scale=point_scale(system, state), mu=lambda: mu)
     return first_failure("vakonomic", at)
@@ -307,7 +311,7 @@ def _simulate_vakonomic(
     failure = jax.vmap(check)(y0, mu0) if batched else check(y0, mu0)
     if throw_in_jit:
         failure = throw_failures_in_jit(failure, "simulate_vakonomic")
-    skip = failure != Failure.none
+    skip = failure != Failure.successful
     project = stabilization.state_projection(system)
     rhs = _VakonomicField(system, omega, modified, stabilization)
     event = diffrax.Event(tuple(_Impasse(system, impasse_tol, c) for c in (False, True)))
