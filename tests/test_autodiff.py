@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from manifold_systems import MANIFOLDS, random_states, system_on
 from random_systems import random_system
 
 import geomech as gm
@@ -101,3 +102,27 @@ def test_reverse_mode_through_a_jitted_batch():
     np.testing.assert_allclose(jitted, eager, rtol=1e-12)
     np.testing.assert_allclose(eager, (f(k + h) - f(k - h)) / (2 * h), rtol=1e-6)
     np.testing.assert_allclose(jax.jacfwd(jax.jit(f))(k), eager, rtol=1e-10)
+
+
+@pytest.mark.parametrize("name", MANIFOLDS)
+def test_acceleration_derivatives_on_every_manifold(name):
+    """On each manifold (`manifold_systems.py`): `jax.jacfwd` and `jax.grad` of `gm.acceleration`
+    by a parameter (a scale of $M$) and by the velocity agree with each other and with central
+    differences."""
+    state = random_states(system_on(name), seed=9, count=1)[0]
+
+    def a(scale, v):
+        return gm.acceleration(system_on(name, mass_scale=scale), gm.State(state.q, v))
+
+    s0, h = 1.3, 1e-6
+    J_s, J_v = jax.jit(jax.jacfwd(a, argnums=(0, 1)))(s0, state.v)
+    central_s = (a(s0 + h, state.v) - a(s0 - h, state.v)) / (2 * h)
+    n = state.v.shape[0]
+    central_v = jnp.stack([(a(s0, state.v + h * e) - a(s0, state.v - h * e)) / (2 * h) for e in jnp.eye(n)], 1)
+    scale = float(jnp.max(jnp.abs(central_v))) + float(jnp.max(jnp.abs(central_s)))
+    assert scale > 1e-2
+    np.testing.assert_allclose(J_s, central_s, atol=1e-7 * scale)
+    np.testing.assert_allclose(J_v, central_v, atol=1e-7 * scale)
+    g = jax.jit(jax.grad(lambda s, v: a(s, v)[-1], argnums=(0, 1)))(s0, state.v)
+    np.testing.assert_allclose(g[0], J_s[-1], rtol=1e-12, atol=1e-14 * scale)
+    np.testing.assert_allclose(g[1], J_v[-1], rtol=1e-12, atol=1e-14 * scale)

@@ -9,31 +9,10 @@ import jax.numpy as jnp
 import jaxlie
 import numpy as np
 import pytest
+from manifold_systems import COORDINATES, MANIFOLDS, random_point
 
 import geomech as gm
 from geomech._geometry import DIFFRAX_SOLVER_STATE, MuntheKaas, point_difference
-
-MANIFOLDS = {
-    "R3": gm.Euclidean(3),
-    "S1": gm.Circle(),
-    "SO3": gm.SO3(),
-    "SE3": gm.SE3(),
-    "SE2": gm.SE2(),
-    "R2xS1": gm.Product(gm.Euclidean(2), gm.Circle()),
-    "SO3xR2": gm.Product(gm.SO3(), gm.Euclidean(2)),
-    "SE2xSO3": gm.Product(gm.SE2(), gm.SO3()),
-}
-COORDINATES = {"R3", "S1", "R2xS1"}
-
-
-def random_point(manifold, rng):
-    """A point of `manifold` away from the identity (and, on S¹, from the branch cut)."""
-    if isinstance(manifold, gm.Product):
-        points = [random_point(f, rng) for f in manifold.factors]
-        return manifold.layout.join(points)
-    if isinstance(manifold, gm.AbstractCoordinateManifold):
-        return jnp.asarray(rng.uniform(-1.0, 1.0, manifold.dim))
-    return manifold.oplus(manifold.group.identity(), jnp.asarray(rng.normal(size=manifold.dim)))
 
 
 def tangent(manifold, rng, scale=1.0):

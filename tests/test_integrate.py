@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from helpers import pendulum_state
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from manifold_systems import MANIFOLDS, energy, random_states, system_on
 from random_systems import random_system
 
 import geomech as gm
@@ -417,3 +418,26 @@ def test_strict_dtype_promotion_on_coordinates():
         for saveat in (diffrax.SaveAt(t1=True), diffrax.SaveAt(ts=jnp.linspace(0.0, 0.5, 5))):
             sol = gm.simulate(system, y0, 0.0, 0.5, saveat=saveat)
             assert jnp.all(jnp.isfinite(sol.states.q))
+
+
+@pytest.mark.parametrize("name", MANIFOLDS)
+def test_simulate_on_every_manifold(name):
+    """On each manifold (`manifold_systems.py`: no forces, an ideal constraint) the simulated
+    motion keeps its energy and its constraint to the solver's tolerance, and stays on the
+    manifold (the point's defect at round-off); the last state is a consistent one."""
+    system = system_on(name)
+    y0 = random_states(system, seed=7, count=1)[0]
+    sol = gm.simulate(
+        system, y0, 0.0, 2.0, rtol=1e-10, atol=1e-10, saveat=diffrax.SaveAt(ts=jnp.linspace(0.0, 2.0, 5))
+    )  # fmt: skip
+    assert sol.result == diffrax.RESULTS.successful
+    E = jax.vmap(lambda q, v: energy(system, gm.State(q, v)))(sol.states.q, sol.states.v)
+    np.testing.assert_allclose(E, E[0], rtol=1e-8)
+    scale = float(jnp.max(jnp.abs(y0.v)))
+    assert float(jnp.max(sol.constraint_residual)) <= 1e-8 * scale
+    defect = jax.vmap(system.manifold.point_defect)(sol.states.q)
+    assert float(jnp.max(defect)) <= 1e-12
+    moved = float(jnp.max(jnp.abs(system.manifold.ominus(jax.tree.map(lambda x: x[-1], sol.states.q), y0.q))))
+    assert moved > 1e-2  # it moved
+    last = jax.tree.map(lambda x: x[-1], sol.states)
+    assert gm.validate(system, last).ok

@@ -13,9 +13,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference as ref
-from helpers import assert_rel_close
+from helpers import accelerations, assert_rel_close
 from helpers import solvers as every_solver
 from hypothesis import given, settings
+from manifold_systems import MANIFOLDS, random_states, system_on
 from model_problems import problem as model_problem
 from random_systems import perturbed_states, random_case, user_basis
 
@@ -154,6 +155,58 @@ def test_every_solver_matches_reference(name):
     assert_rows_close(CT_lam, R.Fc - R.F0, ref.TOL, "C^T lambda")
     if case(name).problem.W_basis is None:  # C is the user's (or A): lambda itself is defined
         assert_rows_close(extra["lam"], R.lam, ref.TOL, "lambda")
+
+
+def chart_reference(system: gm.LagrangianSystem, state: gm.State) -> jax.Array:
+    """The constrained acceleration written out in the chart centred at $q$ with the manifold's
+    public $\\oplus$ and dexp only: $\\ell(\\psi, \\dot\\psi) = L(q \\oplus \\psi,
+    \\mathrm{dexp}_\\psi\\dot\\psi)$, the Lagrange equations of $\\ell$ with the multipliers of
+    $\\tilde A(\\psi)\\dot\\psi = A(q\\oplus\\psi)\\,\\mathrm{dexp}_\\psi\\dot\\psi = 0$ (the
+    thesis' (3.19) in these coordinates) at $\\psi = 0$, $\\dot\\psi = v$, and
+    $a = \\tfrac{d}{dt}\\mathrm{dexp}_\\psi\\dot\\psi = \\ddot\\psi + \\partial_\\psi
+    \\mathrm{dexp}_\\psi\\dot\\psi\\,[\\dot\\psi]$."""
+    m, q, v = system.manifold, state.q, state.v
+    zero = jnp.zeros_like(v)
+    ell = lambda psi, psi_dot: system.lagrangian(m.oplus(q, psi), m.dexp(psi, psi_dot))
+    M = jax.hessian(ell, argnums=1)(zero, v)
+    rhs = jax.grad(ell, 0)(zero, v) - jax.jacfwd(jax.grad(ell, 1), 0)(zero, v) @ v
+    if system.constraint is None:
+        psi_ddot = jnp.linalg.solve(M, rhs)
+    else:
+        phi = lambda psi, psi_dot: system.constraint.A_of_q(m.oplus(q, psi)) @ m.dexp(psi, psi_dot)
+        A, b = jax.jacfwd(phi, 1)(zero, v), -jax.jacfwd(phi, 0)(zero, v) @ v
+        k = A.shape[0]
+        K = jnp.block([[M, -A.T], [A, jnp.zeros((k, k))]])
+        psi_ddot = jnp.linalg.solve(K, jnp.concatenate([rhs, b]))[: v.shape[0]]
+    return psi_ddot + jax.jvp(lambda psi: m.dexp(psi, v), (zero,), (v,))[1]
+
+
+def constraint_rate(system: gm.LagrangianSystem, state: gm.State, a: jax.Array) -> jax.Array:
+    """$\\tfrac{d}{dt}[A(q)v]$ along $(\\dot q, \\dot v) = (v, a)$: $q \\oplus \\epsilon v$,
+    $v + \\epsilon a$ to first order in $\\epsilon$."""
+    m, A = system.manifold, system.constraint.A_of_q
+    moved = lambda e: A(m.oplus(state.q, e * state.v)) @ (state.v + e * a)
+    return jax.jvp(moved, (jnp.zeros(()),), (jnp.ones(()),))[1]
+
+
+@pytest.mark.parametrize("name", MANIFOLDS)
+def test_every_solver_on_every_manifold(name):
+    """The system of `manifold_systems.py` on each manifold (ℝⁿ, S¹, SO(3), SE(3), SE(2),
+    products): every solver's acceleration at random states on the constraint equals the chart
+    reference above to 1e-10 of its scale, and the constraint is kept: $\\tfrac{d}{dt}
+    [A(q)v] = 0$ along $(\\dot q, \\dot v) = (v, a)$."""
+    system = system_on(name)
+    states = random_states(system, seed=3)
+    accs = accelerations(system, states, every_solver())
+    reference = eqx.filter_jit(lambda system, states: [chart_reference(system, y) for y in states])
+    for b, (state, expected) in enumerate(zip(states, reference(system, states), strict=True)):
+        scale = float(jnp.max(jnp.abs(expected))) + float(jnp.max(jnp.abs(state.v))) ** 2
+        assert scale > 1e-2
+        for key, a in accs.items():
+            np.testing.assert_allclose(a[b], expected, rtol=0, atol=1e-10 * scale, err_msg=key)
+        if system.constraint is not None:
+            rate = constraint_rate(system, state, accs["projection"][b])
+            assert float(jnp.max(jnp.abs(rate))) <= 1e-10 * scale
 
 
 @settings(max_examples=6, deadline=None, derandomize=True)

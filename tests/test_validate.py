@@ -1,9 +1,11 @@
 """`gm.validate` collects every problem at a state, with the tolerances of `assemble`/`simulate`."""
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from manifold_systems import MANIFOLDS, on_constraint, random_states, system_on
 
 import geomech as gm
 from geomech import _checks
@@ -181,3 +183,31 @@ def test_float32_tolerances():
     state = gm.State(ON_C.q.astype(jnp.float32), (ON_C.v + 1e-3 * ON_C.q).astype(jnp.float32))
     problem = gm.validate(CartesianPendulum().system(), state).problems[0]
     assert problem.code == "off_constraint" and problem.tolerance == pytest.approx(1e-4)
+
+
+@pytest.mark.parametrize("name", MANIFOLDS)
+def test_validate_and_project_on_every_manifold(name):
+    """On each manifold (`manifold_systems.py`): a state on the constraint validates clean, one
+    moved off it along $M^{-1}A^\\top$ is `off_constraint`, a NaN velocity `nonfinite`;
+    `gm.project_to_constraints` returns the $M$-orthogonal projection written out (the point
+    kept: the constraint is nonholonomic) and a batch projects as its members do."""
+    system = system_on(name)
+    state = random_states(system, seed=5, count=1)[0]
+    assert gm.validate(system, state).ok
+    nan = gm.State(state.q, state.v.at[0].set(jnp.nan))
+    assert gm.validate(system, nan).codes() == ("nonfinite",)
+    if system.constraint is None:
+        return
+    A = system.constraint.A_of_q(state.q)
+    off = gm.State(state.q, state.v + 1e-3 * jnp.linalg.solve(system.lagrangian.M, A[0]))
+    assert gm.validate(system, off).codes() == ("off_constraint",)
+    projected = gm.project_to_constraints(system, off)
+    scale = float(jnp.max(jnp.abs(off.v)))
+    np.testing.assert_allclose(projected.v, on_constraint(system, off.q, off.v), atol=1e-13 * scale)
+    np.testing.assert_allclose(
+        system.manifold.parameters(projected.q), system.manifold.parameters(off.q), atol=1e-14
+    )
+    assert gm.validate(system, projected).ok
+    batch = jax.tree_util.tree_map(lambda a, b: jnp.stack([a, b]), off, state)
+    both = gm.project_to_constraints(system, batch)
+    np.testing.assert_allclose(both.v[0], projected.v, atol=1e-13 * scale)

@@ -19,6 +19,7 @@ constraints' $b = -\partial_\psi\phi\, v - \partial_t\phi$ needs no correction, 
 $\mathrm{ad}_v v = 0$.
 """
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
@@ -54,5 +55,5 @@ class CentredChart(AbstractChart):
     def centre_defect(self) -> Float[Array, ""]:
         return self.manifold.point_defect(self.q)
 
-    def system(self, system):
+    def system(self, system: eqx.Module) -> eqx.Module:
         return system.in_chart(self)

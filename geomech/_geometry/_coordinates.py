@@ -72,7 +72,14 @@ class AbstractCoordinateManifold(AbstractManifold):
     def chart(self, q: Float[ArrayLike, " n"]) -> "IdentityChart":
         return IdentityChart(self, q)
 
-    def integrator(self, solver: diffrax.AbstractSolver, *, adjoint, parts, name: str) -> diffrax.AbstractSolver:
+    def integrator(
+        self,
+        solver: diffrax.AbstractSolver,
+        *,
+        adjoint: diffrax.AbstractAdjoint,
+        parts: object,  # unused: the solver steps on the coordinates themselves
+        name: str,
+    ) -> diffrax.AbstractSolver:
         return solver
 
 
@@ -160,5 +167,5 @@ class IdentityChart(AbstractChart):
     def centre_defect(self) -> Float[Array, ""]:
         return jnp.zeros((), jnp.result_type(self.q))
 
-    def system(self, system):
+    def system(self, system: eqx.Module) -> eqx.Module:
         return system

@@ -20,7 +20,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float
 
 from ._centred import CentredChart
-from ._integrator import MuntheKaas, munthe_kaas
+from ._integrator import AbstractStateParts, MuntheKaas, munthe_kaas
 from ._manifold import AbstractManifold, Point
 
 
@@ -137,7 +137,14 @@ class AbstractLieGroup(AbstractManifold):
     def chart(self, q: jaxlie.MatrixLieGroup) -> CentredChart:
         return CentredChart(self, q)
 
-    def integrator(self, solver: diffrax.AbstractSolver, *, adjoint, parts, name: str) -> MuntheKaas:
+    def integrator(
+        self,
+        solver: diffrax.AbstractSolver,
+        *,
+        adjoint: diffrax.AbstractAdjoint,
+        parts: AbstractStateParts,
+        name: str,
+    ) -> MuntheKaas:
         return munthe_kaas(solver, self, adjoint=adjoint, parts=parts, name=name)
 
 

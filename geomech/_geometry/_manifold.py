@@ -14,7 +14,9 @@ velocity.
 """
 
 import abc
+from collections.abc import Callable
 
+import diffrax
 import equinox as eqx
 from jaxtyping import Array, Float, PyTree
 
@@ -97,7 +99,14 @@ class AbstractManifold(eqx.Module):
         """The chart centred at `q` in which a system's stages are computed."""
 
     @abc.abstractmethod
-    def integrator(self, solver, *, adjoint, parts, name: str):
+    def integrator(
+        self,
+        solver: diffrax.AbstractSolver,
+        *,
+        adjoint: diffrax.AbstractAdjoint,
+        parts: eqx.Module,  # an `AbstractStateParts` (`_integrator.py`, which imports this module)
+        name: str,
+    ) -> diffrax.AbstractSolver:
         """The diffrax solver that steps on this manifold for the diffrax `solver` (itself on
         coordinates; Runge–Kutta–Munthe-Kaas on a group), for a state split by `parts`; errors
         before tracing name `name` (`simulate`, `simulate_vakonomic`)."""
@@ -139,11 +148,11 @@ class AbstractChart(eqx.Module):
         manifold (0 on coordinate manifolds)."""
 
     @abc.abstractmethod
-    def system(self, system):
+    def system(self, system: eqx.Module) -> eqx.Module:
         """The `LagrangianSystem` `system` written in this chart: every user function
         $f(q, \\ldots)$ read as $f(\\mathrm{point}(x), \\ldots)$ (`pull`)."""
 
-    def pull(self, fn, time_dependent: bool = False) -> "Pulled":
+    def pull(self, fn: Callable, time_dependent: bool = False) -> "Pulled":
         """`fn(q, ...)` (or `fn(t, q, ...)` if `time_dependent`) as the same function of the
         chart coordinates, `fn(x, ...)` (or `fn(t, x, ...)`)."""
         return Pulled(fn, self, time_dependent)
@@ -153,10 +162,10 @@ class Pulled(eqx.Module):
     """A user function of the point read in the chart coordinates `x` (`AbstractChart.pull`),
     with `t` first if `time_dependent`."""
 
-    fn: object
+    fn: Callable
     chart: AbstractChart
     time_dependent: bool = eqx.field(static=True)
 
-    def __call__(self, *args):
+    def __call__(self, *args: PyTree) -> PyTree:
         t, (x, *rest) = (args[:1], args[1:]) if self.time_dependent else ((), args)
         return self.fn(*t, self.chart.point(x), *rest)

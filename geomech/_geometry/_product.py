@@ -14,7 +14,7 @@ from jaxtyping import Array, Float
 
 from ._centred import CentredChart
 from ._coordinates import AbstractCoordinateManifold, IdentityChart
-from ._integrator import munthe_kaas
+from ._integrator import AbstractStateParts, munthe_kaas
 from ._manifold import AbstractChart, AbstractManifold, Point
 
 
@@ -26,7 +26,7 @@ class _AbstractLayout(eqx.Module):
         """The factors' points of `q`."""
 
     @abc.abstractmethod
-    def join(self, points) -> Point:
+    def join(self, points: list[Point]) -> Point:
         """The product's point made of the factors' `points`."""
 
     @abc.abstractmethod
@@ -38,20 +38,28 @@ class _AbstractLayout(eqx.Module):
         """The chart centred at `q`."""
 
     @abc.abstractmethod
-    def integrator(self, product: "Product", solver, *, adjoint, parts, name: str):
+    def integrator(
+        self,
+        product: "Product",
+        solver: diffrax.AbstractSolver,
+        *,
+        adjoint: diffrax.AbstractAdjoint,
+        parts: AbstractStateParts,
+        name: str,
+    ) -> diffrax.AbstractSolver:
         """The diffrax solver stepping on the product."""
 
 
 class _Concatenated(_AbstractLayout):
     """Coordinate factors only: a point is one array, the factors' coordinates in order."""
 
-    def split(self, product, q):
+    def split(self, product: "Product", q: Point) -> list[Point]:
         return product.split(q)
 
-    def join(self, points):
+    def join(self, points: list[Float[Array, "... _m"]]) -> Float[Array, "... n"]:
         return jnp.concatenate(points, axis=-1)
 
-    def check(self, product, q):
+    def check(self, product: "Product", q: Point) -> None:
         shape = jnp.shape(q)
         if len(shape) != 1:
             raise ValueError(
@@ -65,33 +73,49 @@ class _Concatenated(_AbstractLayout):
                 f"{product.dim}: q must have shape ({product.dim},)."
             )
 
-    def chart(self, product, q):
+    def chart(self, product: "Product", q: Point) -> AbstractChart:
         return IdentityChart(product, q)
 
-    def integrator(self, product, solver, *, adjoint, parts, name):
+    def integrator(
+        self,
+        product: "Product",
+        solver: diffrax.AbstractSolver,
+        *,
+        adjoint: diffrax.AbstractAdjoint,
+        parts: AbstractStateParts,
+        name: str,
+    ) -> diffrax.AbstractSolver:
         return solver
 
 
 class _Tupled(_AbstractLayout):
     """With a Lie-group factor: a point is the tuple of the factors' points."""
 
-    def split(self, product, q):
+    def split(self, product: "Product", q: Point) -> list[Point]:
         return list(q)
 
-    def join(self, points):
+    def join(self, points: list[Point]) -> tuple:
         return tuple(points)
 
-    def check(self, product, q):
+    def check(self, product: "Product", q: Point) -> None:
         if not isinstance(q, tuple) or len(q) != len(product.factors):
             raise ValueError(
                 f"a point of {product} is a tuple of {len(product.factors)} points, one per "
                 f"factor, got {type(q).__name__}."
             )
 
-    def chart(self, product, q):
+    def chart(self, product: "Product", q: Point) -> AbstractChart:
         return CentredChart(product, q)
 
-    def integrator(self, product, solver, *, adjoint, parts, name):
+    def integrator(
+        self,
+        product: "Product",
+        solver: diffrax.AbstractSolver,
+        *,
+        adjoint: diffrax.AbstractAdjoint,
+        parts: AbstractStateParts,
+        name: str,
+    ) -> diffrax.AbstractSolver:
         return munthe_kaas(solver, product, adjoint=adjoint, parts=parts, name=name)
 
 
@@ -125,14 +149,14 @@ class Product(AbstractManifold):
     def _points(self, q: Point) -> list[Point]:
         return self.layout.split(self, q)
 
-    def _each(self, method, *args):
+    def _each(self, method: str, *args: Point) -> Point:
         """`method` of every factor on the factors' parts of `args`: points split by the layout
         (the first argument), tangent vectors by `split`."""
         q, *flat = args
         parts = zip(self.factors, self._points(q), *(self.split(x) for x in flat), strict=True)
         return [getattr(f, method)(*a) for f, *a in parts]
 
-    def _tangent(self, method, *vectors):
+    def _tangent(self, method: str, *vectors: Float[Array, "... n"]) -> Float[Array, "... n"]:
         parts = zip(self.factors, *(self.split(x) for x in vectors), strict=True)
         return jnp.concatenate([getattr(f, method)(*a) for f, *a in parts], axis=-1)
 
@@ -185,6 +209,13 @@ class Product(AbstractManifold):
     def chart(self, q: Point) -> AbstractChart:
         return self.layout.chart(self, q)
 
-    def integrator(self, solver: diffrax.AbstractSolver, *, adjoint, parts, name: str) -> diffrax.AbstractSolver:
+    def integrator(
+        self,
+        solver: diffrax.AbstractSolver,
+        *,
+        adjoint: diffrax.AbstractAdjoint,
+        parts: AbstractStateParts,
+        name: str,
+    ) -> diffrax.AbstractSolver:
         return self.layout.integrator(self, solver, adjoint=adjoint, parts=parts, name=name)
 

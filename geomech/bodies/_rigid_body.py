@@ -109,11 +109,13 @@ _INERTIA_MESSAGE = (
 )
 
 
-def _inertia_tolerance(inertia):
+def _inertia_tolerance(inertia: Float[ArrayLike, "3 3"]) -> Float[Array, ""]:
     return 64 * jnp.finfo(inertia.dtype).eps * jnp.max(jnp.abs(inertia))
 
 
-def _checked_in_program(mass, inertia, c):
+def _checked_in_program(
+    mass: Float[Array, ""], inertia: Float[Array, "3 3"], c: Float[Array, "3"]
+) -> tuple[Float[Array, ""], Float[Array, "3 3"], Float[Array, "3"]]:
     """`_check_values` on traced parameters, inside the program (`eqx.error_if`)."""
     mass = eqx.error_if(
         mass, ~(jnp.isfinite(mass) & (mass > 0)), "RigidBody: `mass` must be finite and positive."
@@ -129,7 +131,9 @@ def _checked_in_program(mass, inertia, c):
     return mass, eqx.error_if(inertia, bad, message), c
 
 
-def _check_values(mass, inertia, c) -> None:
+def _check_values(
+    mass: np.ndarray | None, inertia: np.ndarray | None, c: np.ndarray | None
+) -> None:
     """Physical parameters, when concrete: a positive mass and an inertia that a body can have
     (symmetric, positive definite, principal moments obeying the triangle inequality)."""
     if mass is not None and not (np.isfinite(mass) and mass > 0):
@@ -156,10 +160,10 @@ class AbstractBodyLagrangian(AbstractBodiesLagrangian):
     body: eqx.AbstractVar[RigidBody]
     gravity: eqx.AbstractVar[Float[Array, "3"]]
 
-    def masses(self):
+    def masses(self) -> Float[Array, " 1"]:
         return self.body.mass[None]
 
-    def inertias(self):
+    def inertias(self) -> Float[Array, "1 3 3"]:
         return self.body.inertia[None]
 
 
@@ -170,10 +174,12 @@ class PivotedBodyLagrangian(AbstractBodyLagrangian):
     body: RigidBody
     gravity: Float[Array, "3"]
 
-    def velocities(self, q, v):
+    def velocities(
+        self, q: jaxlie.SO3, v: Float[Array, "3"]
+    ) -> tuple[Float[Array, "1 3"], Float[Array, "1 3"]]:
         return q.apply(jnp.cross(v, self.body.centre_of_mass))[None], v[None]
 
-    def potential(self, q):
+    def potential(self, q: jaxlie.SO3) -> Float[Array, ""]:
         return self.body.potential_energy(q, None, self.gravity)
 
 
@@ -184,11 +190,13 @@ class FreeBodyLagrangian(AbstractBodyLagrangian):
     body: RigidBody
     gravity: Float[Array, "3"]
 
-    def velocities(self, q, v):
+    def velocities(
+        self, q: tuple[jaxlie.SO3, Float[Array, "3"]], v: Float[Array, "6"]
+    ) -> tuple[Float[Array, "1 3"], Float[Array, "1 3"]]:
         R, omega = q[0], v[:3]
         return (v[3:] + R.apply(jnp.cross(omega, self.body.centre_of_mass)))[None], omega[None]
 
-    def potential(self, q):
+    def potential(self, q: tuple[jaxlie.SO3, Float[Array, "3"]]) -> Float[Array, ""]:
         return self.body.potential_energy(q[0], q[1], self.gravity)
 
 
@@ -199,11 +207,13 @@ class SE3BodyLagrangian(AbstractBodyLagrangian):
     body: RigidBody
     gravity: Float[Array, "3"]
 
-    def velocities(self, q, v):
+    def velocities(
+        self, q: jaxlie.SE3, v: Float[Array, "6"]
+    ) -> tuple[Float[Array, "1 3"], Float[Array, "1 3"]]:
         V, omega = v[:3], v[3:]
         return q.rotation().apply(V + jnp.cross(omega, self.body.centre_of_mass))[None], omega[None]
 
-    def potential(self, q):
+    def potential(self, q: jaxlie.SE3) -> Float[Array, ""]:
         return self.body.potential_energy(q.rotation(), q.translation(), self.gravity)
 
 

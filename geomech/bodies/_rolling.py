@@ -24,14 +24,14 @@ $\\dot x - [R\\,\\hat s\\,\\omega]_{xy} - \\Omega\\,[e_3 \\times x_c]_{xy} = 0$ 
 $A(q)\\,v + c(q) = 0$, affine when $\\Omega \\ne 0$).
 """
 
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jaxlie
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, ArrayLike, Bool, Float
 
+from .._bundle import State
 from .._checks import as_real_array, concrete
 from .._constraint import LinearConstraint
 from .._contact import AbstractContact
@@ -53,7 +53,7 @@ class _RollingRows(eqx.Module):
 
     surface: AbstractSurface
 
-    def __call__(self, q):
+    def __call__(self, q: tuple[jaxlie.SO3, Float[Array, "2"]]) -> Float[Array, "2 5"]:
         R, _ = q
         s = self.surface.contact_point(_vertical(R))
         rows = -(R.as_matrix() @ hat(s))[:2]
@@ -67,13 +67,13 @@ class _TableTerm(eqx.Module):
     surface: AbstractSurface
     rate: Float[Array, ""]
 
-    def __call__(self, q):
+    def __call__(self, q: tuple[jaxlie.SO3, Float[Array, "2"]]) -> Float[Array, "2"]:
         R, x = q
         xc = x + R.apply(self.surface.contact_point(_vertical(R)))[:2]
         return -self.rate * jnp.stack([-xc[1], xc[0]])
 
 
-def _check_surface(owner: str, surface) -> None:
+def _check_surface(owner: str, surface: object) -> None:
     if not isinstance(surface, AbstractSurface):
         raise TypeError(
             f"{owner}: `surface` must be a gm.Sphere, gm.Ellipsoid, gm.ThinDisk or "
@@ -81,7 +81,7 @@ def _check_surface(owner: str, surface) -> None:
         )
 
 
-def _table_rate(owner: str, table_rate) -> Array | None:
+def _table_rate(owner: str, table_rate: ArrayLike | None) -> Array | None:
     if table_rate is None:
         return None
     rate = as_real_array(table_rate)
@@ -210,15 +210,20 @@ class PlaneContact(AbstractContact):
 
     rolling: RollingBody
 
-    def _height_rate(self, q, v):
+    def _height_rate(
+        self, q: tuple[jaxlie.SO3, Float[Array, "2"]], v: Float[Array, "5"]
+    ) -> Float[Array, ""]:
         """$\\dot z_G$, the vertical velocity of the centre of mass."""
         R, c = q[0], self.rolling.body.centre_of_mass
         return (self.rolling.velocity(q, v) + R.apply(jnp.cross(v[:3], c)))[2]
 
-    def normal_force(self, t, state, acceleration):
+    def normal_force(
+        self, t: Float[ArrayLike, ""], state: State, acceleration: Float[Array, "5"]
+    ) -> tuple[Float[Array, ""], Float[Array, ""]]:
         (R, x), v = state.q, state.v
 
-        def height_rate(eps):  # along the motion: R exp(ε ω), x + ε ẋ, v + ε a
+        # along the motion: R exp(ε ω), x + ε ẋ, v + ε a
+        def height_rate(eps: Float[Array, ""]) -> Float[Array, ""]:
             q = (R @ jaxlie.SO3.exp(eps * v[:3]), x + eps * v[3:])
             return self._height_rate(q, v + eps * acceleration)
 
@@ -231,10 +236,10 @@ class PlaneContact(AbstractContact):
         scale = body.mass * (self.rolling.g + jnp.abs(z_ddot) + (v[:3] @ v[:3]) * size)
         return body.mass * (self.rolling.g + z_ddot), scale
 
-    def margin(self, t, state):
+    def margin(self, t: Float[ArrayLike, ""], state: State) -> Float[Array, ""]:
         return self.rolling.surface.contact_margin(_vertical(state.q[0]))
 
-    def same_contact(self, y0, y1):
+    def same_contact(self, y0: State, y1: State) -> Bool[Array, ""]:
         return self.rolling.surface.same_contact(_vertical(y0.q[0]), _vertical(y1.q[0]))
 
 
@@ -246,17 +251,18 @@ class RollingLagrangian(AbstractBodiesLagrangian):
 
     rolling: RollingBody
 
-    def masses(self):
+    def masses(self) -> Float[Array, " 1"]:
         return self.rolling.body.mass[None]
 
-    def inertias(self):
+    def inertias(self) -> Float[Array, "1 3 3"]:
         return self.rolling.body.inertia[None]
 
-    def velocities(self, q, v):
+    def velocities(
+        self, q: tuple[jaxlie.SO3, Float[Array, "2"]], v: Float[Array, "5"]
+    ) -> tuple[Float[Array, "1 3"], Float[Array, "1 3"]]:
         R, c = q[0], self.rolling.body.centre_of_mass
         return (self.rolling.velocity(q, v) + R.apply(jnp.cross(v[:3], c)))[None], v[:3][None]
 
-    def potential(self, q):
+    def potential(self, q: tuple[jaxlie.SO3, Float[Array, "2"]]) -> Float[Array, ""]:
         R, c = q[0], self.rolling.body.centre_of_mass
         return self.rolling.body.mass * self.rolling.g * (self.rolling.position(q) + R.apply(c))[2]
-

@@ -11,7 +11,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, ArrayLike, Bool, Float
 
 from .._checks import as_real_array, concrete
 from .._mesh import Mesh
@@ -56,7 +56,7 @@ class AbstractSurface(eqx.Module):
         """How well the contact point is defined, at most 1 (`gm.AbstractContact.margin`)."""
 
     @abc.abstractmethod
-    def same_contact(self, gamma0: Float[Array, "3"], gamma1: Float[Array, "3"]):
+    def same_contact(self, gamma0: Float[Array, "3"], gamma1: Float[Array, "3"]) -> Bool[Array, ""]:
         """Whether the contact point moves continuously from vertical `gamma0` to `gamma1`
         (`gm.AbstractContact.same_contact`)."""
 
@@ -69,10 +69,10 @@ class AbstractSmoothSurface(AbstractSurface):
     """A smooth, strictly convex surface: it touches a plane at one point in any attitude, moving
     continuously with it (a margin of 1, never an undefined contact)."""
 
-    def contact_margin(self, gamma):
+    def contact_margin(self, gamma: Float[Array, "3"]) -> Float[Array, ""]:
         return jnp.ones((), gamma.dtype)
 
-    def same_contact(self, gamma0, gamma1):
+    def same_contact(self, gamma0: Float[Array, "3"], gamma1: Float[Array, "3"]) -> Bool[Array, ""]:
         return jnp.array(True)
 
 
@@ -85,10 +85,10 @@ class Sphere(AbstractSmoothSurface):
     def __init__(self, radius: ArrayLike):
         self.radius = _positive("Sphere", "radius", radius, ())
 
-    def support(self, u):
+    def support(self, u: Float[Array, "3"]) -> Float[Array, ""]:
         return self.radius * jnp.linalg.norm(u)
 
-    def contact_point(self, gamma):
+    def contact_point(self, gamma: Float[Array, "3"]) -> Float[Array, "3"]:
         return -self.radius * gamma / jnp.linalg.norm(gamma)
 
     def mesh(self) -> Mesh:
@@ -105,10 +105,10 @@ class Ellipsoid(AbstractSmoothSurface):
     def __init__(self, semi_axes: ArrayLike):
         self.semi_axes = _positive("Ellipsoid", "semi_axes", semi_axes, (3,))
 
-    def support(self, u):
+    def support(self, u: Float[Array, "3"]) -> Float[Array, ""]:
         return jnp.linalg.norm(self.semi_axes * u)
 
-    def contact_point(self, gamma):
+    def contact_point(self, gamma: Float[Array, "3"]) -> Float[Array, "3"]:
         d2 = self.semi_axes**2
         return -d2 * gamma / jnp.sqrt(gamma @ (d2 * gamma))
 
@@ -143,21 +143,21 @@ class ThinDisk(AbstractSurface):
             raise ValueError(f"ThinDisk: `axis` must be a finite non-zero vector, got {c}.")
         self.axis = n / jnp.linalg.norm(n)
 
-    def _in_plane(self, u):
+    def _in_plane(self, u: Float[Array, "3"]) -> Float[Array, "3"]:
         return u - (u @ self.axis) * self.axis
 
-    def support(self, u):
+    def support(self, u: Float[Array, "3"]) -> Float[Array, ""]:
         return self.radius * jnp.linalg.norm(self._in_plane(u))
 
-    def contact_point(self, gamma):
+    def contact_point(self, gamma: Float[Array, "3"]) -> Float[Array, "3"]:
         g = self._in_plane(gamma)
         return -self.radius * g / jnp.linalg.norm(g)
 
-    def contact_margin(self, gamma):
+    def contact_margin(self, gamma: Float[Array, "3"]) -> Float[Array, ""]:
         """$|\\gamma_\\perp|$, the sine of the disk's tilt to the plane (0: lying flat)."""
         return jnp.linalg.norm(self._in_plane(gamma))
 
-    def same_contact(self, gamma0, gamma1):
+    def same_contact(self, gamma0: Float[Array, "3"], gamma1: Float[Array, "3"]) -> Bool[Array, ""]:
         """The contact point stays on the same half of the rim: $\\gamma_{0\\perp}\\cdot
         \\gamma_{1\\perp} > 0$ (through flat it jumps to the opposite point)."""
         return self._in_plane(gamma0) @ self._in_plane(gamma1) > 0
@@ -173,16 +173,16 @@ class SupportFunction(AbstractSmoothSurface):
 
     h: Callable
 
-    def __check_init__(self):
+    def __check_init__(self) -> None:
         if not callable(self.h):
             raise TypeError(
                 f"SupportFunction: `h` must be a function h(u) -> scalar, got {type(self.h).__name__}."
             )
 
-    def support(self, u):
+    def support(self, u: Float[Array, "3"]) -> Float[Array, ""]:
         return jnp.asarray(self.h(u))
 
-    def contact_point(self, gamma):
+    def contact_point(self, gamma: Float[Array, "3"]) -> Float[Array, "3"]:
         return jax.grad(self.support)(-gamma)
 
     def mesh(self) -> Mesh:
