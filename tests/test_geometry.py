@@ -173,3 +173,31 @@ def test_public_group_names_are_classes():
     assert gm.Euclidean().dim is None and gm.Euclidean(2).dim == 2
     with pytest.raises(ValueError, match="known dimension"):
         gm.Product(gm.Euclidean(), gm.SO3())
+
+
+@pytest.mark.parametrize("group", [gm.SO3(), gm.SE3(), gm.SE2()], ids=["so3", "se3", "se2"])
+def test_compose_is_jaxlies_product(group):
+    """Every group's `compose` (the product ⊕ and ⊖ are built on) is jaxlie's `a @ b`; on SO(3)
+    and SE(3) computed without jaxlie's index gather (the same element to round-off)."""
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        a = group.oplus(random_point(group, rng), tangent(group, rng))
+        b = group.oplus(random_point(group, rng), tangent(group, rng))
+        close(group.compose(a, b).parameters(), (a @ b).parameters(), rtol=1e-15, atol=1e-15)
+
+
+def test_rotation_differentiates_without_a_scatter():
+    """`rotate` is `R.apply`, and its reverse-mode derivative has no scatter: jaxlie's gathered
+    product table transposes into a scatter-add, which XLA's CPU backend runs as a loop of
+    kernels in every stage of a rigid body's vector field (docs/performance.md)."""
+    from geomech._geometry import rotate
+
+    rng = np.random.default_rng(4)
+    R = gm.SO3().exp(jnp.asarray(rng.normal(size=3)))
+    x = jnp.asarray(rng.normal(size=3))
+    close(rotate(R, x), R.apply(x), rtol=1e-15, atol=1e-15)
+    energy = lambda w, x: rotate(jaxlie.SO3(w), x) @ jnp.arange(1.0, 4.0)
+    program = jax.jit(jax.grad(energy, argnums=(0, 1))).lower(R.wxyz, x).as_text()
+    assert "scatter" not in program and "gather" not in program
+    jaxlies = jax.jit(jax.grad(lambda w, x: jaxlie.SO3(w).apply(x) @ jnp.arange(1.0, 4.0)))
+    assert "scatter" in jaxlies.lower(R.wxyz, x).as_text()  # what this avoids

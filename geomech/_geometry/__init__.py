@@ -34,6 +34,7 @@ from ._lie import SO3 as SO3
 from ._lie import AbstractLieGroup as AbstractLieGroup
 from ._lie import LieGroup as LieGroup
 from ._lie import hat as hat
+from ._lie import rotate as rotate
 from ._manifold import AbstractChart as AbstractChart
 from ._manifold import AbstractManifold as AbstractManifold
 from ._points import (

@@ -32,6 +32,43 @@ def hat(w: Float[Array, "3"]) -> Float[Array, "3 3"]:
     )
 
 
+def _product_signs() -> np.ndarray:
+    """$S_{ijk}$ with $(ab)_k = \\sum_{ij} a_i b_j S_{ijk}$: the table of jaxlie's `SO3.multiply`."""
+    rows = (  # (i, j, sign) of each component k of wxyz
+        ((0, 0, 1), (1, 1, -1), (2, 2, -1), (3, 3, -1)),
+        ((0, 1, 1), (1, 0, 1), (2, 3, 1), (3, 2, -1)),
+        ((0, 2, 1), (2, 0, 1), (3, 1, 1), (1, 3, -1)),
+        ((0, 3, 1), (3, 0, 1), (1, 2, 1), (2, 1, -1)),
+    )
+    S = np.zeros((4, 4, 4))
+    for k, row in enumerate(rows):
+        for i, j, sign in row:
+            S[i, j, k] = sign
+    return S
+
+
+_PRODUCT_SIGNS = _product_signs()
+
+
+# The Hamilton product $ab$ of quaternions `wxyz` as one product of the sixteen $a_ib_j$ with a
+# constant matrix of signs: jaxlie's `SO3.multiply` gathers its table with index arrays, whose
+# reverse-mode derivative is a scatter-add that XLA's older CPU code generator runs as a loop of
+# kernels inside every Runge–Kutta stage (docs/performance.md, "Rigid bodies").
+def quaternion_product(
+    a: Float[Array, "*batch 4"], b: Float[Array, "*batch 4"]
+) -> Float[Array, "*batch 4"]:
+    """The Hamilton product of the quaternions `a`, `b` (`wxyz`)."""
+    return jnp.einsum("...i,...j,ijk->...k", a, b, jnp.asarray(_PRODUCT_SIGNS, a.dtype))
+
+
+def rotate(R: jaxlie.SO3, x: Float[Array, "*batch 3"]) -> Float[Array, "*batch 3"]:
+    """$Rx$ (`R.apply(x)`) by the quaternion sandwich $q\\,(0, x)\\,q^{-1}$ of
+    `quaternion_product`."""
+    q = R.wxyz
+    pure = jnp.concatenate([jnp.zeros((*x.shape[:-1], 1), x.dtype), x], axis=-1)
+    return quaternion_product(quaternion_product(q, pure), R.inverse().wxyz)[..., 1:]
+
+
 def _series(
     t2: Float[Array, ""], small: Bool[Array, ""], exact: Callable, coefficients: tuple[float, ...]
 ) -> Float[Array, ""]:
@@ -115,11 +152,15 @@ class AbstractLieGroup(AbstractManifold):
     def batch_shape(self, q: jaxlie.MatrixLieGroup) -> tuple[int, ...]:
         return q.get_batch_axes()
 
+    @abc.abstractmethod
+    def compose(self, a: jaxlie.MatrixLieGroup, b: jaxlie.MatrixLieGroup) -> jaxlie.MatrixLieGroup:
+        """The group product $ab$ (`a @ b`)."""
+
     def oplus(self, q: jaxlie.MatrixLieGroup, psi: Float[Array, " n"]) -> jaxlie.MatrixLieGroup:
-        return q @ self.exp(psi)
+        return self.compose(q, self.exp(psi))
 
     def ominus(self, p: jaxlie.MatrixLieGroup, q: jaxlie.MatrixLieGroup) -> Float[Array, " n"]:
-        return self.log(q.inverse() @ p)  # jaxlie.manifold.rminus(q, p), to round-off
+        return self.log(self.compose(q.inverse(), p))  # jaxlie.manifold.rminus(q, p), to round-off
 
     def velocity_of_point(self, q: jaxlie.MatrixLieGroup, v: Float[Array, " n"]) -> jaxlie.MatrixLieGroup:
         zero = jnp.zeros_like(v)
@@ -157,6 +198,9 @@ class SO3(AbstractLieGroup):
 
     group: ClassVar[type[jaxlie.MatrixLieGroup]] = jaxlie.SO3
 
+    def compose(self, a: jaxlie.MatrixLieGroup, b: jaxlie.MatrixLieGroup) -> jaxlie.MatrixLieGroup:
+        return jaxlie.SO3(quaternion_product(a.wxyz, b.wxyz))
+
     def exp(self, psi: Float[Array, " n"]) -> jaxlie.MatrixLieGroup:
         return jaxlie.SO3.exp(psi)
 
@@ -193,6 +237,14 @@ class SE3(AbstractLieGroup):
     θ)."""
 
     group: ClassVar[type[jaxlie.MatrixLieGroup]] = jaxlie.SE3
+
+    def compose(self, a: jaxlie.MatrixLieGroup, b: jaxlie.MatrixLieGroup) -> jaxlie.MatrixLieGroup:
+        # (R_a, t_a)(R_b, t_b) = (R_a R_b, R_a t_b + t_a), as jaxlie.SE3.multiply
+        Ra = a.rotation()
+        return jaxlie.SE3.from_rotation_and_translation(
+            jaxlie.SO3(quaternion_product(Ra.wxyz, b.rotation().wxyz)),
+            rotate(Ra, b.translation()) + a.translation(),
+        )
 
     def exp(self, psi: Float[Array, " n"]) -> jaxlie.MatrixLieGroup:
         # V = I + B θ̂ + C θ̂² in closed form to second order near θ = 0, where jaxlie takes V ≈ R
@@ -241,6 +293,9 @@ class SE2(AbstractLieGroup):
     """SE(2): points `jaxlie.SE2`, velocity $(v_x, v_y, \\omega)$ in the body frame."""
 
     group: ClassVar[type[jaxlie.MatrixLieGroup]] = jaxlie.SE2
+
+    def compose(self, a: jaxlie.MatrixLieGroup, b: jaxlie.MatrixLieGroup) -> jaxlie.MatrixLieGroup:
+        return a @ b  # jaxlie.SE2's product has no gather
 
     def exp(self, psi: Float[Array, " n"]) -> jaxlie.MatrixLieGroup:
         # t = V ρ with V = [[sin θ/θ, −(1 − cos θ)/θ], [(1 − cos θ)/θ, sin θ/θ]] ([Sola2018]

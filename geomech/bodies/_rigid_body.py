@@ -18,7 +18,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._checks import as_real_array, concrete
-from .._geometry import SE3, SO3, AbstractManifold, Euclidean, Product
+from .._geometry import SE3, SO3, AbstractManifold, Euclidean, Product, rotate
 from .._system import AbstractBodiesLagrangian
 
 GRAVITY = (0.0, 0.0, -9.81)
@@ -78,7 +78,7 @@ class RigidBody(eqx.Module):
     ) -> Float[Array, ""]:
         """$U = -m\\,g\\cdot(x + R c)$ for the orientation `R`, the origin's position `x`
         (`None`: at the spatial origin) and the spatial field `gravity`."""
-        r = R.apply(self.centre_of_mass)
+        r = rotate(R, self.centre_of_mass)
         if x is not None:
             r = r + x
         return -self.mass * jnp.asarray(gravity, r.dtype) @ r
@@ -177,7 +177,7 @@ class PivotedBodyLagrangian(AbstractBodyLagrangian):
     def velocities(
         self, q: jaxlie.SO3, v: Float[Array, "3"]
     ) -> tuple[Float[Array, "1 3"], Float[Array, "1 3"]]:
-        return q.apply(jnp.cross(v, self.body.centre_of_mass))[None], v[None]
+        return rotate(q, jnp.cross(v, self.body.centre_of_mass))[None], v[None]
 
     def potential(self, q: jaxlie.SO3) -> Float[Array, ""]:
         return self.body.potential_energy(q, None, self.gravity)
@@ -194,7 +194,7 @@ class FreeBodyLagrangian(AbstractBodyLagrangian):
         self, q: tuple[jaxlie.SO3, Float[Array, "3"]], v: Float[Array, "6"]
     ) -> tuple[Float[Array, "1 3"], Float[Array, "1 3"]]:
         R, omega = q[0], v[:3]
-        return (v[3:] + R.apply(jnp.cross(omega, self.body.centre_of_mass)))[None], omega[None]
+        return (v[3:] + rotate(R, jnp.cross(omega, self.body.centre_of_mass)))[None], omega[None]
 
     def potential(self, q: tuple[jaxlie.SO3, Float[Array, "3"]]) -> Float[Array, ""]:
         return self.body.potential_energy(q[0], q[1], self.gravity)
@@ -211,7 +211,8 @@ class SE3BodyLagrangian(AbstractBodyLagrangian):
         self, q: jaxlie.SE3, v: Float[Array, "6"]
     ) -> tuple[Float[Array, "1 3"], Float[Array, "1 3"]]:
         V, omega = v[:3], v[3:]
-        return q.rotation().apply(V + jnp.cross(omega, self.body.centre_of_mass))[None], omega[None]
+        u = rotate(q.rotation(), V + jnp.cross(omega, self.body.centre_of_mass))
+        return u[None], omega[None]
 
     def potential(self, q: jaxlie.SE3) -> Float[Array, ""]:
         return self.body.potential_energy(q.rotation(), q.translation(), self.gravity)

@@ -35,7 +35,7 @@ from .._bundle import State
 from .._checks import as_real_array, concrete
 from .._constraint import LinearConstraint
 from .._contact import AbstractContact
-from .._geometry import SO3, Euclidean, Product, hat
+from .._geometry import SO3, Euclidean, Product, hat, rotate
 from .._system import AbstractBodiesLagrangian, LagrangianSystem
 from ._rigid_body import RigidBody
 from ._surfaces import AbstractSurface
@@ -45,7 +45,7 @@ from ._surfaces import AbstractSurface
 
 def _vertical(R: jaxlie.SO3) -> Float[Array, "3"]:
     """$\\gamma = R^\\top e_3$."""
-    return R.inverse().apply(jnp.array([0.0, 0.0, 1.0], R.wxyz.dtype))
+    return rotate(R.inverse(), jnp.array([0.0, 0.0, 1.0], R.wxyz.dtype))
 
 
 class _RollingRows(eqx.Module):
@@ -69,7 +69,7 @@ class _TableTerm(eqx.Module):
 
     def __call__(self, q: tuple[jaxlie.SO3, Float[Array, "2"]]) -> Float[Array, "2"]:
         R, x = q
-        xc = x + R.apply(self.surface.contact_point(_vertical(R)))[:2]
+        xc = x + rotate(R, self.surface.contact_point(_vertical(R)))[:2]
         return -self.rate * jnp.stack([-xc[1], xc[0]])
 
 
@@ -166,7 +166,7 @@ class RollingBody(eqx.Module):
     def contact(self, q) -> Float[Array, "3"]:
         """$x_c = X + R s$, the contact point in space (its height is zero)."""
         R, _ = q
-        return self.position(q) + R.apply(self.surface.contact_point(_vertical(R)))
+        return self.position(q) + rotate(R, self.surface.contact_point(_vertical(R)))
 
     def velocity(self, q, v) -> Float[Array, "3"]:
         """$\\dot X$: $(\\dot x, \\dot y)$ from `v` and $\\dot z = s\\cdot(\\omega\\times\\gamma)$."""
@@ -215,7 +215,7 @@ class PlaneContact(AbstractContact):
     ) -> Float[Array, ""]:
         """$\\dot z_G$, the vertical velocity of the centre of mass."""
         R, c = q[0], self.rolling.body.centre_of_mass
-        return (self.rolling.velocity(q, v) + R.apply(jnp.cross(v[:3], c)))[2]
+        return (self.rolling.velocity(q, v) + rotate(R, jnp.cross(v[:3], c)))[2]
 
     def normal_force(
         self, t: Float[ArrayLike, ""], state: State, acceleration: Float[Array, "5"]
@@ -261,8 +261,9 @@ class RollingLagrangian(AbstractBodiesLagrangian):
         self, q: tuple[jaxlie.SO3, Float[Array, "2"]], v: Float[Array, "5"]
     ) -> tuple[Float[Array, "1 3"], Float[Array, "1 3"]]:
         R, c = q[0], self.rolling.body.centre_of_mass
-        return (self.rolling.velocity(q, v) + R.apply(jnp.cross(v[:3], c)))[None], v[:3][None]
+        return (self.rolling.velocity(q, v) + rotate(R, jnp.cross(v[:3], c)))[None], v[:3][None]
 
     def potential(self, q: tuple[jaxlie.SO3, Float[Array, "2"]]) -> Float[Array, ""]:
         R, c = q[0], self.rolling.body.centre_of_mass
-        return self.rolling.body.mass * self.rolling.g * (self.rolling.position(q) + R.apply(c))[2]
+        height = (self.rolling.position(q) + rotate(R, c))[2]
+        return self.rolling.body.mass * self.rolling.g * height

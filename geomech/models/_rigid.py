@@ -18,7 +18,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._bundle import State
 from .._constraint import HolonomicConstraint, LinearConstraint
-from .._geometry import SO3, Euclidean, Product
+from .._geometry import SO3, Euclidean, Product, rotate
 from .._mesh import Mesh
 from .._scene import Scene
 from .._system import AbstractBodiesLagrangian, LagrangianSystem
@@ -189,7 +189,7 @@ class PivotedTop(_AbstractTop):
     def pivot(self, q):
         """$h(R, x) = x - \\ell R e_3$: the pivot's position, held at the origin."""
         R, x = q
-        return x - self.ell * R.apply(jnp.asarray(E3, x.dtype))
+        return x - self.ell * rotate(R, jnp.asarray(E3, x.dtype))
 
     def system(self) -> LagrangianSystem:
         return LagrangianSystem(
@@ -211,7 +211,7 @@ class PivotedTop(_AbstractTop):
         """`HeavyTop`'s state: $x = \\ell R e_3$, $\\dot x = \\ell R(\\omega \\times e_3)$."""
         R, w = _rotation(R0), jnp.asarray(omega0, float)
         e3 = jnp.asarray(E3)
-        x, xdot = self.ell * R.apply(e3), self.ell * R.apply(jnp.cross(w, e3))
+        x, xdot = self.ell * rotate(R, e3), self.ell * rotate(R, jnp.cross(w, e3))
         return State((R, x), jnp.concatenate([w, xdot]))
 
 
@@ -315,7 +315,7 @@ class Veselova(_AbstractRigidModel):
 
     def vertical(self, R) -> Float[Array, "1 3"]:
         """$A(R) = \\gamma^\\top$, $\\gamma = R^\\top e_3$."""
-        return R.inverse().apply(jnp.asarray(E3, self.body.mass.dtype))[None, :]
+        return rotate(R.inverse(), jnp.asarray(E3, self.body.mass.dtype))[None, :]
 
     def lagrangian(self) -> AbstractBodiesLagrangian:
         return _weightless(self.body)
@@ -334,5 +334,5 @@ class Veselova(_AbstractRigidModel):
         """At `R0` (a tilt by default) with `omega0` projected onto $\\gamma^\\perp$."""
         R = jaxlie.SO3.exp(jnp.array([0.4, -0.3, 0.2])) if R0 is None else R0
         w = jnp.asarray(omega0, float)
-        gamma = R.inverse().apply(jnp.asarray(E3))
+        gamma = rotate(R.inverse(), jnp.asarray(E3))
         return State(R, w - (w @ gamma) * gamma)

@@ -15,6 +15,7 @@ import jaxlie
 from jaxtyping import Array, ArrayLike, Float
 
 from .._bundle import State
+from .._geometry import rotate
 from .._scene import Scene
 from .._system import LagrangianSystem
 from ..bodies import Ellipsoid, RigidBody, RollingBody, Sphere, ThinDisk
@@ -257,7 +258,7 @@ class RollingDiskSO3(_AbstractRollingBody):
 
         (R, x), (_, xdot) = jax.jvp(point, (state.q,), (state.v,))
         omega, _ = disk.angular_velocity(state.q, state.v)
-        return State((R, x), jnp.concatenate([R.inverse().apply(omega), xdot]))
+        return State((R, x), jnp.concatenate([rotate(R.inverse(), omega), xdot]))
 
     def initial_state(self, **kwargs) -> State:
         """`RollingDisk`'s initial state (its keyword arguments) mapped by `from_euler`."""
