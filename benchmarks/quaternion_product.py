@@ -1,10 +1,9 @@
 """geomech's quaternion product against jaxlie's, side by side in one process: the same vmapped
 `gm.simulate` of a rigid-body model traced once with jaxlie's gathered product table
 (`jaxlie.SO3.multiply`, whose reverse-mode derivative is a scatter-add that XLA's CPU backend
-runs as a loop of kernels) and once with `geomech._geometry.quaternion_product` (one
-contraction of the sixteen products with a constant table of signs); the while loops of each
-compiled program, the agreement of the trajectories and the run time per trajectory-step
-(docs/performance.md, "Rigid bodies").
+runs as a loop of kernels) and once with `geomech._geometry.quaternion_product` (the product
+written out elementwise); the while loops of each compiled program, the agreement of the
+trajectories and the run time per trajectory-step (docs/performance.md, "Rigid bodies").
 It runs with XLA's older CPU code generator (`--xla_cpu_use_fusion_emitters=false`, the test
 suite's setting and docs/performance.md's advice for compile time), which expands a scatter into
 a loop; with XLA's default emitters both programs are the same (`XLA_FLAGS=` to see it).

@@ -32,33 +32,26 @@ def hat(w: Float[Array, "3"]) -> Float[Array, "3 3"]:
     )
 
 
-def _product_signs() -> np.ndarray:
-    """$S_{ijk}$ with $(ab)_k = \\sum_{ij} a_i b_j S_{ijk}$: the table of jaxlie's `SO3.multiply`."""
-    rows = (  # (i, j, sign) of each component k of wxyz
-        ((0, 0, 1), (1, 1, -1), (2, 2, -1), (3, 3, -1)),
-        ((0, 1, 1), (1, 0, 1), (2, 3, 1), (3, 2, -1)),
-        ((0, 2, 1), (2, 0, 1), (3, 1, 1), (1, 3, -1)),
-        ((0, 3, 1), (3, 0, 1), (1, 2, 1), (2, 1, -1)),
-    )
-    S = np.zeros((4, 4, 4))
-    for k, row in enumerate(rows):
-        for i, j, sign in row:
-            S[i, j, k] = sign
-    return S
-
-
-_PRODUCT_SIGNS = _product_signs()
-
-
-# The Hamilton product $ab$ of quaternions `wxyz` as one product of the sixteen $a_ib_j$ with a
-# constant matrix of signs: jaxlie's `SO3.multiply` gathers its table with index arrays, whose
-# reverse-mode derivative is a scatter-add that XLA's older CPU code generator runs as a loop of
-# kernels inside every Runge–Kutta stage (docs/performance.md, "Rigid bodies").
+# The Hamilton product $ab$ of quaternions `wxyz`, written out (jaxlie's original form): jaxlie's
+# `SO3.multiply` gathers a table of products with index arrays, whose reverse-mode derivative is
+# a scatter-add that XLA's older CPU code generator runs as a loop of kernels inside every
+# Runge–Kutta stage (docs/performance.md, "Rigid bodies"); elementwise, the rounding of each
+# product does not depend on how a batch is split (a contraction's does: sharded ensembles).
 def quaternion_product(
     a: Float[Array, "*batch 4"], b: Float[Array, "*batch 4"]
 ) -> Float[Array, "*batch 4"]:
     """The Hamilton product of the quaternions `a`, `b` (`wxyz`)."""
-    return jnp.einsum("...i,...j,ijk->...k", a, b, jnp.asarray(_PRODUCT_SIGNS, a.dtype))
+    w0, x0, y0, z0 = (a[..., i] for i in range(4))
+    w1, x1, y1, z1 = (b[..., i] for i in range(4))
+    return jnp.stack(
+        [
+            -x0 * x1 - y0 * y1 - z0 * z1 + w0 * w1,
+            x0 * w1 + y0 * z1 - z0 * y1 + w0 * x1,
+            -x0 * z1 + y0 * w1 + z0 * x1 + w0 * y1,
+            x0 * y1 - y0 * x1 + z0 * w1 + w0 * z1,
+        ],
+        axis=-1,
+    )
 
 
 def rotate(R: jaxlie.SO3, x: Float[Array, "*batch 3"]) -> Float[Array, "*batch 3"]:
