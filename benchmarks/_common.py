@@ -134,30 +134,3 @@ def fit_exponent(sizes, times) -> float:
 
     x, y = np.log(np.asarray(sizes, float)), np.log(np.asarray(times, float))
     return float(np.polyfit(x, y, 1)[0])
-
-
-def side_by_side(out: dict, compiled: dict, ys, batch: int, repeat: int) -> dict:
-    """Run the compiled `simulate` programs of `compiled` (name → executable) on `ys`: each one's
-    steps, the largest difference between their states, and each one's best run time over
-    `repeat` runs interleaved, per trajectory-step; added to `out[name]` and `out`."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    sols = {name: jax.block_until_ready(f(ys)) for name, f in compiled.items()}
-    steps = {name: int(np.asarray(s.stats["num_steps"]).ravel()[0]) for name, s in sols.items()}
-    pairs = zip(*(jax.tree_util.tree_leaves(s.states) for s in sols.values()), strict=True)
-    out["max_state_difference"] = max(float(jnp.max(jnp.abs(a - b))) for a, b in pairs)
-    times = {name: [] for name in compiled}
-    for _ in range(repeat):  # interleaved
-        for name, f in compiled.items():
-            t = time.perf_counter()
-            jax.block_until_ready(f(ys))
-            times[name].append(time.perf_counter() - t)
-    for name in compiled:
-        out[name] |= {
-            "steps": steps[name],
-            "run_s_min": min(times[name]),
-            "us_per_trajectory_step": 1e6 * min(times[name]) / batch / steps[name],
-        }
-    return out

@@ -31,21 +31,10 @@ def min_singular_value(S: Float[Array, "k m"]) -> Float[Array, ""]:
     return jnp.linalg.svd(jax.lax.stop_gradient(S), compute_uv=False)[-1]
 
 
-# Dense kernels for small matrices, written out entry by entry in elementwise jnp ops (no dot, no
-# in-place update of a slice), which XLA fuses with their neighbours; under `vmap` they are
+# Dense kernels for small matrices, written in plain jnp ops and unrolled. Under `vmap` they become
 # elementwise work over the batch, whereas XLA on CPU runs a batch of LAPACK calls (cholesky,
-# triangular_solve) one matrix at a time. The row-by-row version they replaced (a dot and an
-# in-place update per row) left 1,221 fused kernels, 175 dots and 184 in-place updates in the
-# rattleback's `simulate` program; written out, 987, 96 and 2 (benchmarks/small_linalg.py).
-# For n <= _SMALL they are faster; larger matrices use LAPACK.
+# triangular_solve) one matrix at a time; for n <= _SMALL they are faster. Larger matrices use LAPACK.
 _SMALL = 8
-
-
-def _minus_sum(coefficients, vectors, start):
-    """`start` − Σ coefficients[k] · vectors[k], summed in order."""
-    for c, x in zip(coefficients, vectors, strict=True):
-        start = start - c * x
-    return start
 
 
 def cholesky(M: Float[Array, "n n"]) -> Float[Array, "n n"]:
@@ -55,12 +44,12 @@ def cholesky(M: Float[Array, "n n"]) -> Float[Array, "n n"]:
         return jnp.linalg.cholesky(M)
     M = 0.5 * (M + M.T)  # read both triangles, so derivatives match those of a general solve
     i = jnp.arange(n)
-    columns = []  # the column algorithm: column j from the columns before it
-    for j in range(n):
-        c = _minus_sum([col[j] for col in columns], columns, M[:, j])
+    L = jnp.zeros_like(M)
+    for j in range(n):  # column algorithm; L[:, j:] is still zero
+        c = M[:, j] - L @ L[j, :]
         d = jnp.sqrt(c[j])
-        columns.append(jnp.where(i > j, c / d, jnp.where(i == j, d, 0.0)))
-    return jnp.stack(columns, axis=1)
+        L = L.at[:, j].set(jnp.where(i > j, c / d, jnp.where(i == j, d, 0.0)))
+    return L
 
 
 def solve_lower(L: Float[Array, "n n"], B: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
@@ -68,10 +57,10 @@ def solve_lower(L: Float[Array, "n n"], B: Float[Array, "n ..."]) -> Float[Array
     n = L.shape[0]
     if n > _SMALL:
         return jax.scipy.linalg.solve_triangular(L, B, lower=True)
-    rows = []
-    for i in range(n):
-        rows.append(_minus_sum([L[i, j] for j in range(i)], rows, B[i]) / L[i, i])
-    return jnp.stack(rows)
+    X = jnp.zeros_like(B)
+    for i in range(n):  # X[i:] is still zero
+        X = X.at[i].set((B[i] - L[i, :] @ X) / L[i, i])
+    return X
 
 
 def solve_upper_transposed(L: Float[Array, "n n"], B: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
@@ -79,11 +68,10 @@ def solve_upper_transposed(L: Float[Array, "n n"], B: Float[Array, "n ..."]) -> 
     n = L.shape[0]
     if n > _SMALL:
         return jax.scipy.linalg.solve_triangular(L, B, lower=True, trans="T")
-    rows = {}
-    for i in reversed(range(n)):
-        later = range(i + 1, n)
-        rows[i] = _minus_sum([L[j, i] for j in later], [rows[j] for j in later], B[i]) / L[i, i]
-    return jnp.stack([rows[i] for i in range(n)])
+    X = jnp.zeros_like(B)
+    for i in reversed(range(n)):  # X[:i+1] is still zero
+        X = X.at[i].set((B[i] - L[:, i] @ X) / L[i, i])
+    return X
 
 
 def cho_solve(L: Float[Array, "n n"], B: Float[Array, "n ..."]) -> Float[Array, "n ..."]:

@@ -557,33 +557,6 @@ def test_accelerations_and_their_jacobians_at_small_and_large_n(n):
             assert_rows_close(jac[:, i, :, j], fd[:, i], 1e-6, msg, floor=1.0)
 
 
-@pytest.mark.parametrize("n", range(1, 9))
-def test_small_kernels_are_lapacks_and_compile_to_elementwise_work(n):
-    """The unrolled kernels of `_linalg` (n <= `_SMALL`) against LAPACK's Cholesky and triangular
-    solves, for a vector and a matrix of right-hand sides, with and without `vmap`; and their
-    compiled program has no dot and no in-place update (XLA fuses them into a few kernels)."""
-    la = gm._linalg
-    rng = np.random.default_rng(n)
-    X = rng.normal(size=(3, n, n))
-    M = jnp.asarray(X @ np.swapaxes(X, 1, 2) + n * np.eye(n))
-    B = jnp.asarray(rng.normal(size=(3, n, 2)))
-    L_ref = jnp.linalg.cholesky(M)
-    L = jax.vmap(la.cholesky)(M)
-    np.testing.assert_allclose(L, L_ref, rtol=1e-13, atol=1e-13)
-    lower = jax.vmap(lambda L, B: jax.scipy.linalg.solve_triangular(L, B, lower=True))
-    upper = jax.vmap(lambda L, B: jax.scipy.linalg.solve_triangular(L, B, lower=True, trans="T"))
-    for rhs in (B, B[..., 0]):
-        np.testing.assert_allclose(jax.vmap(la.solve_lower)(L, rhs), lower(L_ref, rhs), rtol=1e-12)
-        np.testing.assert_allclose(
-            jax.vmap(la.solve_upper_transposed)(L, rhs), upper(L_ref, rhs), rtol=1e-12
-        )
-        np.testing.assert_allclose(la.cho_solve(L[0], rhs[0]), jnp.linalg.solve(M[0], rhs[0]),
-                                   rtol=1e-12)  # fmt: skip
-    text = jax.jit(lambda M, B: la.cho_solve(la.cholesky(M), B)).lower(M[0], B[0]).compile()
-    text = text.as_text()
-    assert " dot(" not in text and "dynamic-update-slice(" not in text
-
-
 def test_kane_bases_are_the_documented_constructions():
     """`Kane().W_basis` is an $M$-orthonormal basis of $\\mathcal{W}$ (Observation 12);
     `Kane(construction="bracket").W_basis` is the basis $\\Gamma(b_i)$ of $\\mathcal{W}$ with
