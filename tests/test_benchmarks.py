@@ -14,6 +14,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "run.py"
@@ -256,6 +257,26 @@ def test_rigid_bodies_quick():
         assert 0.5 < g["steps_ratio_geomech_over_hand"] < 2.0, (name, g)
         assert g["ratio_per_step"] == g["us_per_trajectory_step"] / hand["us_per_trajectory_step"]
     assert "| rattleback | 2 | projection |" in "\n".join(out["table"])
+
+
+def test_call_overhead_quick():
+    """benchmarks/call_overhead.py on Suslov's problem: the call with the shape checks kept and
+    the one with them traced again run the same program (the same steps), near the hand-written
+    one's steps; the patched check is restored; the documented fields are printed."""
+    from geomech import _system
+
+    keep = _system._shapes_key
+    out = _load("call_overhead").main(["--models", "suslov", "--t1", "0.5", "--repeat", "2"])
+    assert _system._shapes_key is keep
+    res = out["models"]["suslov"]
+    kept, traced, hand = res["checks kept"], res["checks traced"], res["hand"]
+    assert kept["steps"] == traced["steps"] > kept["short_steps"] >= 1
+    assert 0.5 < kept["steps"] / hand["steps"] < 2.0
+    for r in (kept, traced, hand):
+        assert r["call_ms"] > 0 and r["us_per_step"] == pytest.approx(
+            1e3 * (r["call_ms"] - r["short_call_ms"]) / (r["steps"] - r["short_steps"])
+        )
+    assert set(res["call_ratio_to_hand"]) == {"checks kept", "checks traced"}
 
 
 def test_walk_of_one_simulate_on_so3(capsys):

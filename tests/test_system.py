@@ -1,5 +1,6 @@
 """ω_L, E_L, the Legendre map and X_U (thesis §2.1, §3.1) on random and simple systems."""
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -130,3 +131,45 @@ def test_manifold_product_system():
     np.testing.assert_allclose(gm.acceleration(system, s1), gm.acceleration(system, s2), rtol=1e-12)
     with pytest.raises(ValueError, match="dimension 2"):
         gm.acceleration(system, gm.State(jnp.ones(3), jnp.ones(3)))
+
+
+def test_a_system_called_again_is_not_traced_again_before_its_run(monkeypatch):
+    """`check_shapes` traces the user's functions once per system structure and state shapes (its
+    result is kept as `eqx.filter_jit` keeps a program): a second `simulate` of the same system
+    traces nothing before its run; a new function, new shapes or a failing check are checked
+    anew."""
+    traced = []
+    trace = gm.LagrangianSystem._function_shapes
+    monkeypatch.setattr(
+        gm.LagrangianSystem, "_function_shapes", lambda s, *a: traced.append(1) or trace(s, *a)
+    )
+    L = lambda q, v: 0.5 * v @ v - q @ jnp.array([0.0, 0.0, 1.0])
+    phi = lambda q, v: jnp.atleast_1d(v[1] - q[0] * v[2])
+    system = gm.LagrangianSystem(L, constraint=gm.Constraint(phi))
+    y0 = gm.State(jnp.array([0.1, 0.2, 0.3]), jnp.array([1.0, 0.05, 0.5]))
+    run = lambda s, y: gm.simulate(s, y, 0.0, 0.1, saveat=diffrax.SaveAt(t1=True))
+    first = run(system, y0)
+    assert len(traced) == 1
+    again = run(system, y0)
+    np.testing.assert_array_equal(again.states.v, first.states.v)
+    assert system.check_shapes(y0) == 1 and len(traced) == 1
+    # a batch is checked on its member (the same shapes); another dtype is checked once
+    batch = jax.tree_util.tree_map(lambda x: jnp.stack([x, x]), y0)
+    np.testing.assert_array_equal(run(system, batch).states.v[0], first.states.v)
+    assert len(traced) == 1
+    y0_32 = jax.tree_util.tree_map(lambda x: x.astype(jnp.float32), y0)
+    assert system.check_shapes(y0_32) == 1 and len(traced) == 2
+    assert system.check_shapes(y0_32) == 1 and len(traced) == 2
+    # the same functions in a new system are the same key; another function is checked, and a
+    # failing check raises every time
+    assert gm.LagrangianSystem(L, constraint=gm.Constraint(phi)).check_shapes(y0) == 1
+    assert len(traced) == 2
+    wrong = gm.LagrangianSystem(lambda q, v: v, constraint=gm.Constraint(phi))
+    for _ in range(2):
+        with pytest.raises(ValueError, match="the Lagrangian"):
+            wrong.check_shapes(y0)
+    bad_state = gm.State(jnp.zeros(2), jnp.zeros(2))
+    for _ in range(2):
+        with pytest.raises(ValueError, match="failed on a state with n = 2"):
+            system.check_shapes(bad_state)
+    assert len(traced) == 6
