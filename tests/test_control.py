@@ -25,12 +25,21 @@ class Particle(eqx.Module):
         return 0.5 * self.m * v @ v
 
 
+def push_particle(q, v, u):
+    return u
+
+
+# The functions of a problem are defined once, at module level: problems rebuilt from them (the
+# finite differences, the solo solves) reuse one compiled program, where a new lambda per
+# problem would compile each again (JAX keys its programs on the functions' identity).
+
+
 def particle_problem(m=1.0, target=1.0, bound=100.0, horizon=1.0):
     system = gm.LagrangianSystem(Particle(jnp.asarray(m)))
     z = jnp.zeros(1)
     return gm.OptimalControlProblem(
         system,
-        lambda q, v, u: u,
+        push_particle,
         num_controls=1,
         q0=z,
         horizon=jnp.asarray(horizon),
@@ -202,16 +211,22 @@ class Knife(eqx.Module):
         return 0.5 * self.m * (v[0] ** 2 + v[1] ** 2) + 0.5 * self.inertia * v[2] ** 2
 
 
+def knife_edge(q):
+    return jnp.array([[-jnp.sin(q[2]), jnp.cos(q[2]), 0.0]])
+
+
+def push_knife(q, v, u):
+    return jnp.array([u[0] * jnp.cos(q[2]), u[0] * jnp.sin(q[2]), u[1]])
+
+
 def knife_problem(inertia=0.5):
     system = gm.LagrangianSystem(
-        Knife(jnp.asarray(1.0), jnp.asarray(inertia)),
-        constraint=gm.LinearConstraint(lambda q: jnp.array([[-jnp.sin(q[2]), jnp.cos(q[2]), 0.0]])),
+        Knife(jnp.asarray(1.0), jnp.asarray(inertia)), constraint=gm.LinearConstraint(knife_edge)
     )
-    push = lambda q, v, u: jnp.array([u[0] * jnp.cos(q[2]), u[0] * jnp.sin(q[2]), u[1]])
     z = jnp.zeros(3)
     return gm.OptimalControlProblem(
         system,
-        push,
+        push_knife,
         2,
         z,
         jnp.asarray(4.0),
