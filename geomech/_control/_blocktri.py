@@ -11,9 +11,11 @@ $\\tilde D_0 = D_0$, $\\tilde D_{i+1} = D_{i+1} - L_i\\,(\\tilde D_i^{-1})_{cc}\
 $\\tilde D_i$ is the KKT matrix of stages $0..i$ condensed onto stage $i$: nonsingular when each
 stage's equations have their pivots inside the stage (`_transcription.py`; partial pivoting
 inside a block), and the last stage, whose terminal conditions can be met only through all the
-stages before it, is the block factored last. Each step is one $b \\times b$ LU factorization and
-a solve for $|c|$ right-hand sides, $G_i = \\tilde D_i^{-1}E_c$; a solve is a forward sweep
-$z_{i+1} = r_{i+1} - A_iz_i$ with $A_i = L_iG_i^\\top$, one batched block solve
+stages before it, is the block factored last. Each step is one LU factorization of
+$[\\tilde D_i \\mid E_c]$, whose last $|c|$ columns become $L^{-1}PE_c$, and one triangular solve,
+$G_i = \\tilde D_i^{-1}E_c$ (LAPACK calls on blocks this small cost their call, not their
+arithmetic: 10–20 µs each on a 2-core CPU, so a step makes as few as it can); a solve is a
+forward sweep $z_{i+1} = r_{i+1} - A_iz_i$ with $A_i = L_iG_i^\\top$, one batched block solve
 $\\tilde D_i^{-1}z_i$ and a backward sweep $x_i = \\tilde D_i^{-1}z_i - A_i^\\top x_{i+1}$.
 On a CPU this sequential recursion beats block cyclic reduction ([Heller1976]; $O(\\log N)$
 depth but 2.5x the arithmetic and full fill-in of the couplings): a factorization and two
@@ -23,11 +25,16 @@ solves of the parking problem's KKT matrix (120 stages, $b = 28$) take 2.5 ms ag
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-_lu_solve = jax.vmap(lambda lu, piv, b: jsl.lu_solve((lu, piv), b))
+
+def _lu_solve(lu, perm, b):
+    """$D^{-1}b$ from $PD = LU$: the permutation applied by a gather and two triangular solves
+    (LAPACK's `getrs` would recompute the permutation from the pivots, a loop over the rows)."""
+    tri = jax.lax.linalg.triangular_solve
+    y = tri(lu, b[perm], left_side=True, lower=True, unit_diagonal=True)
+    return tri(lu, y, left_side=True, lower=False)
 
 
 class BlockTridiagonal(eqx.Module):
@@ -41,18 +48,21 @@ class BlockTridiagonal(eqx.Module):
 
     def matvec(self, x: Float[Array, "N b"]) -> Float[Array, "N b"]:
         """$K x$ for `x` of shape $(N, b)$."""
-        cols = np.asarray(self.coupling)
+        E = jnp.eye(x.shape[1], dtype=x.dtype)[:, np.asarray(self.coupling)]
+        below = jnp.einsum("kij,kj->ki", self.lower, x[:-1] @ E)
+        above = jnp.einsum("kji,kj->ki", self.lower, x[1:]) @ E.T
+        zero = jnp.zeros_like(x[:1])
         out = jnp.einsum("kij,kj->ki", self.diag, x)
-        out = out.at[1:].add(jnp.einsum("kij,kj->ki", self.lower, x[:-1, cols]))
-        return out.at[:-1, cols].add(jnp.einsum("kji,kj->ki", self.lower, x[1:]))
+        return out + jnp.concatenate([zero, below]) + jnp.concatenate([above, zero])
 
 
 class BlockFactorization(eqx.Module):
     """The block $LDL^\\top$ factors of a `BlockTridiagonal`: the LU factors of the condensed
-    blocks $\\tilde D_i$ and the couplings $A_i = L_iG_i^\\top$, $G_i = \\tilde D_i^{-1}E_c$."""
+    blocks $P_i\\tilde D_i = L_iU_i$ and the couplings $A_i = L_iG_i^\\top$,
+    $G_i = \\tilde D_i^{-1}E_c$."""
 
     lu: Float[Array, "N b b"]
-    piv: Int[Array, "N b"]
+    perm: Int[Array, "N b"]
     coupling: Float[Array, "Nm1 b b"]
 
     def solve(self, rhs: Float[Array, "N b"]) -> Float[Array, "N b"]:
@@ -64,7 +74,7 @@ class BlockFactorization(eqx.Module):
             return z, z
 
         _, z = jax.lax.scan(forward, rhs[0], (self.coupling, rhs[1:]))
-        y = _lu_solve(self.lu, self.piv, jnp.concatenate([rhs[:1], z]))
+        y = jax.vmap(_lu_solve)(self.lu, self.perm, jnp.concatenate([rhs[:1], z]))
 
         def backward(x, A_y):
             A, y_i = A_y
@@ -78,18 +88,25 @@ class BlockFactorization(eqx.Module):
 def factor(K: BlockTridiagonal) -> BlockFactorization:
     """The block $LDL^\\top$ (Riccati) factorization of `K`."""
     cols = np.asarray(K.coupling)
-    E = jnp.eye(K.diag.shape[1], dtype=K.diag.dtype)[:, cols]
+    b = K.diag.shape[1]
+    E = jnp.eye(b, dtype=K.diag.dtype)[:, cols]
 
     def condense(D_tilde, diag_lower):
         D_next, L = diag_lower
-        lu, piv = jsl.lu_factor(D_tilde)
-        G = jsl.lu_solve((lu, piv), E)  # D~^{-1} E_c
-        return D_next - L @ G[cols] @ L.T, (lu, piv, G)
+        # one LU of [D~ | E_c] (P [D~ | E_c] = L [U | L^{-1} P E_c]) and one triangular solve
+        # give G = D~^{-1} E_c; the coupling A = L G^T, and D~_next = D_next - A_c L^T with
+        # A_c = L G_cc (G_cc = E_c^T D~^{-1} E_c is symmetric)
+        lu, piv, _ = jax.lax.linalg.lu(jnp.concatenate([D_tilde, E], 1))
+        G = jax.lax.linalg.triangular_solve(lu[:, :b], lu[:, b:], left_side=True, lower=False)
+        A = L @ G.T
+        return D_next - A[:, cols] @ L.T, (lu[:, :b], piv, A)
 
-    D_last, (lu, piv, gain) = jax.lax.scan(condense, K.diag[0], (K.diag[1:], K.lower))
-    lu_last, piv_last = jsl.lu_factor(D_last)
+    D_last, (lu, piv, A) = jax.lax.scan(condense, K.diag[0], (K.diag[1:], K.lower))
+    # the permutations formed after the scan, all at once
+    lu_last, piv_last, _ = jax.lax.linalg.lu(D_last)
+    piv = jnp.concatenate([piv, piv_last[None]])
     return BlockFactorization(
         jnp.concatenate([lu, lu_last[None]]),
-        jnp.concatenate([piv, piv_last[None]]),
-        jnp.einsum("kic,kjc->kij", K.lower, gain),
+        jax.vmap(lambda p: jax.lax.linalg.lu_pivots_to_permutation(p, b))(piv),
+        A,
     )

@@ -154,39 +154,60 @@ class Transcription(eqx.Module):
             return lay.split(z)[3][0]
         return jnp.asarray(p.horizon, z.dtype) / (lay.N - 1)
 
-    def interval(self, qa, qb, zp, zc, k, first, last):
+    def interval(self, qa, qb, xp, zc, k, first, last):
         """The equations (`(r,)`) and the cost of interval `k`, from node `a` = $k$ to node `b`;
-        `zp`, `zc` the unknowns of stages $k-1$ and $k$ (`zp` unused on the first interval);
-        `first`, `last` (0 or 1) mark the first and the last interval."""
+        `xp` the state of stage $k-1$ (its `coupling` unknowns $(\\xi_k, h_{k-1}, p_k)$, unused
+        on the first interval), `zc` the unknowns of stage $k$; `first`, `last` (0 or 1) mark
+        the first and the last interval."""
+        rows, cost = self.interval_nonlinear(qa, qb, xp, zc, k, first, last)
+        return rows + self.momentum_terms(xp, zc, first, last), cost
+
+    def momentum_terms(self, xp, zc, first, last) -> Array:
+        """The terms of an interval's equations in the unknown momenta, which enter them
+        linearly and the cost not at all: $p_k$ in the momentum rows ($p_0$ on the first
+        interval when $v_0$ is free), $p_{k+1}$ in the Legendre rows and the final condition."""
+        lay = self.layout
+        p_a = xp[lay.n + lay.nt :]
+        _, _, _, _, p_b, p0, _ = lay.split(zc)
+        momentum = (1 - first) * p_a
+        if self.problem.v0 is None:
+            momentum = momentum + first * p0
+        rows = [momentum, p_b, jnp.zeros(lay.k + lay.nt, zc.dtype)]
+        if lay.nf:
+            rows.append(last * p_b)
+        return jnp.concatenate(rows)
+
+    def interval_nonlinear(self, qa, qb, xp, zc, k, first, last):
+        """`interval` without `momentum_terms` (the unknown momenta in `xp`, `zc` unread)."""
         p, lay = self.problem, self.layout
-        xi_a, _, _, h_prev, p_a, _, _ = lay.split(zp)
-        xi_b, u, lam, h_c, p_b, p0, lam_f = lay.split(zc)
+        n, nt = lay.n, lay.nt
+        xi_a, h_prev = xp[:n], xp[n : n + nt]
+        xi_b, u, lam, h_c, _, _, lam_f = lay.split(zc)
         h = self.step(zc)
         t = p.t0 + k * h
         system = p.system
         qa = oplus(p, qa, (1 - first) * xi_a)
         qb = oplus(p, qb, xi_b)
-        if p.v0 is not None:
-            p0 = system.momentum(State(qa, jnp.asarray(p.v0, zc.dtype)), t)
-        p_a = first * p0 + (1 - first) * p_a
         dq = ominus(p, qa, qb)
         dms = DiscreteMechanicsSolver(p.controlled_system(u), "midpoint", None, 16)
         # (D1 Ld + f^-, D2 Ld + f^+): the forced discrete Legendre transforms ([MW] §3.2,
         # [OberBloebaum2011] (3.4)), left-trivialized on a group
         minus, plus = dms.discrete_momenta(t, qa, h, dq)
-        momentum = p_a + minus
+        momentum = minus  # + p_k (`momentum_terms`)
+        if p.v0 is not None:  # p_0 = ∂L/∂v(q_0, v_0)
+            momentum = momentum + first * system.momentum(State(qa, jnp.asarray(p.v0, zc.dtype)), t)
         rows = []
         if lay.k:
             A_a = dms.constraint_covectors(t, qa, jnp.zeros_like(dq))
             momentum = momentum - A_a.T @ lam  # the reaction A(q_k)^T λ_k ([CM])
-        rows += [momentum, p_b - plus]
+        rows += [momentum, -plus]  # p_{k+1} - D2 Ld - f^+ (`momentum_terms`)
         if lay.k:
             # φ_d(q_k, q_{k+1}) = 0 ([MP]; holonomic rows h(q_{k+1}) = 0, [MW] §3.5)
             rows.append(dms.discrete_constraint(t, qa, h, dq))
         if lay.nt:
             rows.append((1 - first) * (h_c - h_prev))
         if lay.nf:  # p_{N-1} = ∂L/∂v(q_f, v_f) + A(q_f)^T λ_{N-1}
-            final = p_b - system.momentum(State(qb, jnp.asarray(p.vf, zc.dtype)), t + h)
+            final = -system.momentum(State(qb, jnp.asarray(p.vf, zc.dtype)), t + h)
             if lay.k:
                 final = final - dms.constraint_covectors(t + h, qb, jnp.zeros_like(dq)).T @ lam_f
             rows.append(last * final)
@@ -218,10 +239,18 @@ class Transcription(eqx.Module):
         return jnp.concatenate([xi, w], axis=1)
 
     def _pairs(self, q, z):
-        """`(q_k, q_{k+1}, z_{k-1}, z_k)` of every interval (`z_{-1}` a zero placeholder)."""
+        """`(q_k, q_{k+1}, x_{k-1}, z_k)` of every interval: `x_{k-1}` the state (`coupling`
+        unknowns) of the stage before (a zero placeholder on the first)."""
         q = self.points(q)
-        zp = jnp.concatenate([jnp.zeros_like(z[:1]), z[:-1]])
-        return take(q, slice(0, -1)), take(q, slice(1, None)), zp, z
+        xp = z[:-1, np.asarray(self.coupling())]
+        xp = jnp.concatenate([jnp.zeros_like(xp[:1]), xp])
+        return take(q, slice(0, -1)), take(q, slice(1, None)), xp, z
+
+    def _embed(self, a):
+        """`a` (`(..., c)`, on the `coupling` unknowns) as `(..., s)`, zero elsewhere: a product
+        with a constant selection matrix (XLA's scatters loop over their indices)."""
+        E = np.eye(self.layout.s)[:, np.asarray(self.coupling())]
+        return a @ jnp.asarray(E.T, a.dtype)
 
     def residuals(self, q, w) -> tuple[Float[Array, ""], Float[Array, "S r"]]:
         """The cost $f$ and the equations $c$ of every stage (`(N-1, r)`, zero on empty rows)."""
@@ -232,52 +261,75 @@ class Transcription(eqx.Module):
     def derivatives(self, q, w, y_weights, cost_scale) -> "Derivatives":
         """Everything a Newton step needs at `(q, w)`, in the chart centred at the points: the
         cost and its gradient `(N-1, s)`, the equations `(N-1, r)`, the Jacobian blocks
-        (`diag[k]` = equations of stage $k$ by its unknowns, `lower[k]` = equations of stage
-        $k+1$ by the unknowns of stage $k$), and the Hessian blocks of $\\mathcal{L} = \\sigma f +
-        y^\\top c$ (`y_weights` = $y$ times the row scales) with its gradient. Fixed unknowns and
-        empty rows are masked out (zero)."""
-        lay = self.layout
-        s = lay.s
+        (`J_diag[k]` = equations of stage $k$ by its unknowns, `J_lower[k]` = equations of
+        stage $k+1$ by the state (`coupling`) unknowns of stage $k$), and the Hessian blocks of
+        $\\mathcal{L} = \\sigma f + y^\\top c$ (`y_weights` = $y$ times the row scales), laid out
+        alike, with its gradient. Fixed unknowns and empty rows are masked out (zero)."""
+        c = len(self.coupling())
         ks, first, last = self._flags(w.dtype)
         live = jnp.asarray(self.rows(), w.dtype)
         free = jnp.asarray(~self.fixed(), w.dtype)
+        free_c = free[:, np.asarray(self.coupling())]
         y = y_weights * live
 
-        nonlinear = self._nonlinear()  # the unknowns that enter the equations nonlinearly
+        runs = self._linear_runs()
+        n_nl = sum(b - a for kind, a, b in runs if kind == 0)
+        n_lin = sum(b - a for kind, a, b in runs if kind == 1)
 
-        def one(qa, qb, zp, zc, k, f, l, yk):
-            fn = lambda zz: self.interval(qa, qb, zz[:s], zz[s:], k, f, l)
+        def parts(xx):  # (x_{k-1}, z_k) -> (the nonlinear unknowns, the momenta)
+            at, pieces = 0, ([], [])
+            for kind, a, b in runs:
+                pieces[kind].append(xx[at : at + b - a])
+                at += b - a
+            return tuple(jnp.concatenate(p_) for p_ in pieces)
 
-            def first_order(zz):
-                # the gradient of σ f + y^T c in the unknowns that enter nonlinearly, the
-                # equations and the cost: one forward-mode pass over all unknowns then gives the
-                # Hessian rows, the Jacobian and the cost gradient together
-                def lagrangian(x):
-                    rows_, cost_ = fn(zz.at[nonlinear].set(x))
+        def join(nonlinear, linear, axis=-1):  # the inverse of `parts`, along `axis`
+            src = (nonlinear, linear)
+            return jnp.concatenate(
+                [jax.lax.slice_in_dim(src[kind], a, b, axis=axis) for kind, a, b in runs], axis
+            )
+
+        def one(qa, qb, xp, zc, k, f, l, yk):
+            # the interval reads the state of the stage before and the unknowns of its own
+            x_nl, x_lin = parts(jnp.concatenate([xp, zc]))
+
+            def split(xx_):
+                return xx_[:c], xx_[c:]
+
+            # one forward-mode pass over the unknowns that enter nonlinearly, of the gradient of
+            # σ f + y^T c: the Hessian, the Jacobian's columns and the cost gradient together
+            def first_order(a):
+                def lagrangian(a_):
+                    rows_, cost_ = self.interval_nonlinear(qa, qb, *split(join(a_, x_lin)), k, f, l)
                     return cost_scale * cost_ + yk @ rows_, (rows_, cost_)
 
-                g, (rows_, cost_) = jax.grad(lagrangian, has_aux=True)(zz[nonlinear])
+                g, (rows_, cost_) = jax.grad(lagrangian, has_aux=True)(a)
                 return (g, rows_, cost_), (rows_, cost_)
 
-            zz = jnp.concatenate([zp, zc])
-            (dg, J, gf), (rows, cost) = jax.jacfwd(first_order, has_aux=True)(zz)
-            # the momenta enter linearly: the Hessian has rows and columns `nonlinear` only
-            H = jnp.zeros((2 * s, 2 * s), zz.dtype).at[nonlinear].set(dg).at[:, nonlinear].set(dg.T)
+            (H_nl, J_nl, gf_nl), (rows, cost) = jax.jacfwd(first_order, has_aux=True)(x_nl)
+            # the momenta: linear terms (no Hessian columns), a Jacobian of ones and zeros
+            J_lin, terms = jax.jacfwd(
+                lambda b: (self.momentum_terms(*split(join(x_nl, b)), f, l),) * 2, has_aux=True
+            )(x_lin)
+            rows = rows + terms
+            zero = lambda *shape: jnp.zeros(shape, x_nl.dtype)
+            J = join(J_nl, J_lin)
+            H = join(join(H_nl, zero(n_nl, n_lin)), zero(n_lin, n_nl + n_lin), axis=0)
+            gf = join(gf_nl, zero(n_lin))
             gL = cost_scale * gf + J.T @ yk
-            return rows, cost, J[:, :s], J[:, s:], H, gL, gf
+            return rows, cost, J, H, gL, gf
 
-        rows, cost, J_p, J_c, H, gL, gf = jax.vmap(one)(
+        rows, cost, J, H, gL, gf = jax.vmap(one)(
             *self._pairs(q, self.stage_z(w)), ks, first, last, y
         )
         shift = lambda a: jnp.concatenate([a[1:], jnp.zeros_like(a[:1])])  # from k to k - 1
-        grad_L = (gL[:, s:] + shift(gL[:, :s])) * free
-        grad_f = (gf[:, s:] + shift(gf[:, :s])) * free
-        W_diag = H[:, s:, s:] + shift(H[:, :s, :s])
-        W_lower = H[1:, s:, :s]
-        J_diag = J_c * live[:, :, None] * free[:, None, :]
-        J_lower = J_p[1:] * live[1:, :, None] * free[:-1, None, :]
+        grad_L = (gL[:, c:] + shift(self._embed(gL[:, :c]))) * free
+        grad_f = (gf[:, c:] + shift(self._embed(gf[:, :c]))) * free
+        W_diag = H[:, c:, c:] + shift(self._embed(self._embed(H[:, :c, :c]).mT).mT)
+        W_lower = H[1:, c:, :c] * free[1:, :, None] * free_c[:-1, None, :]
+        J_diag = J[:, :, c:] * live[:, :, None] * free[:, None, :]
+        J_lower = J[1:, :, :c] * live[1:, :, None] * free_c[:-1, None, :]
         W_diag = W_diag * free[:, :, None] * free[:, None, :]
-        W_lower = W_lower * free[1:, :, None] * free[:-1, None, :]
         return Derivatives(
             cost=jnp.sum(cost),
             grad_f=grad_f,
@@ -289,39 +341,53 @@ class Transcription(eqx.Module):
             grad_L=grad_L,
         )
 
+    def _linear_runs(self) -> list[tuple[int, int, int]]:
+        """$(x_{k-1}, z_k)$ (the `coupling` unknowns of the stage before, the unknowns of the
+        stage) as runs `(kind, start, stop)`: kind 0 the unknowns that enter an interval
+        nonlinearly, kind 1 the momenta, which enter its equations linearly and its cost not at
+        all; `start:stop` indexes the run's kind."""
+        lay = self.layout
+        o = self._offsets()
+        c = len(self.coupling())
+        linear = np.zeros(c + lay.s, int)
+        linear[lay.n + lay.nt : c] = 1  # p_k
+        linear[c + o[4] : c + o[6]] = 1  # p_{k+1}, p_0
+        runs, count, i = [], [0, 0], 0
+        while i < len(linear):
+            j = i
+            while j < len(linear) and linear[j] == linear[i]:
+                j += 1
+            kind = int(linear[i])
+            runs.append((kind, count[kind], count[kind] + j - i))
+            count[kind] += j - i
+            i = j
+        return runs
+
     def coupling(self) -> tuple[int, ...]:
         """The unknowns of stage $k$ that the equations and the cost of interval $k+1$ read: the
         state $(\\xi_{k+1}, h_k, p_{k+1})$ (the columns of the KKT matrix's sub-diagonal blocks)."""
         o = self._offsets()
         return (*range(o[0], o[1]), *range(o[3], o[5]))
 
-    def _nonlinear(self) -> np.ndarray:
-        """Indices into $(z_{k-1}, z_k)$ of the unknowns that enter an interval's equations and
-        cost nonlinearly (the momenta enter linearly; their Hessian rows are zero)."""
-        o = self._offsets()
-        s = self.layout.s
-        one = [*range(o[0], o[4]), *range(o[6], o[7])]  # ξ, u, λ, h, λ_{N-1}
-        return np.array([*one, *(s + i for i in one)])
-
     def lagrangian_gradient(self, q, w, y_weights, cost_scale):
         """$\\nabla_z(\\sigma f + y^\\top c)$ `(N-1, s)` (masked) and the equations $c$
         `(N-1, r)`: the first-order conditions without the bounds."""
-        s = self.layout.s
+        c = len(self.coupling())
         ks, first, last = self._flags(w.dtype)
         live = jnp.asarray(self.rows(), w.dtype)
         y = y_weights * live
 
-        def one(qa, qb, zp, zc, k, f, l, yk):
-            def lag(zz):
-                rows, cost = self.interval(qa, qb, zz[:s], zz[s:], k, f, l)
+        def one(qa, qb, xp, zc, k, f, l, yk):
+            def lag(xx):
+                rows, cost = self.interval(qa, qb, xx[:c], xx[c:], k, f, l)
                 return cost_scale * cost + yk @ rows, rows
 
-            return jax.grad(lag, has_aux=True)(jnp.concatenate([zp, zc]))
+            return jax.grad(lag, has_aux=True)(jnp.concatenate([xp, zc]))
 
         g, rows = jax.vmap(one)(*self._pairs(q, self.stage_z(w)), ks, first, last, y)
         shift = lambda a: jnp.concatenate([a[1:], jnp.zeros_like(a[:1])])
         free = jnp.asarray(~self.fixed(), w.dtype)
-        return (g[:, s:] + shift(g[:, :s])) * free, rows * live
+        return (g[:, c:] + shift(self._embed(g[:, :c]))) * free, rows * live
 
     # -- bounds --------------------------------------------------------------------------------
 
