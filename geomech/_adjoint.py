@@ -21,10 +21,15 @@ linear in the input tangents: evaluated, it is the forward-mode derivative (`For
 transposed, it is the reverse-mode derivative (`RecursiveCheckpointAdjoint`). Its primal is the
 reverse-mode solve itself, so values are those of the default; a reverse-mode derivative costs one
 solve more than the default's (the primal, then the checkpointed solve and its backward sweep),
-a forward one one solve more than `ForwardMode`'s.
+a forward one one solve more than `ForwardMode`'s. The forward-mode solve is traced only when a
+forward-mode derivative is taken (`_Deferred`), unless the solve closes over a tracer of the
+enclosing trace: then both are traced together, so that both take it as an input (`simulate`
+hands the solve its traced values, a parameter in a closure of the user's Lagrangian included,
+as inputs).
 """
 
 import functools
+from collections.abc import Callable
 
 import diffrax
 import equinox as eqx
@@ -106,6 +111,31 @@ class _Converted(eqx.Module):
         return conv(dynamic)
 
 
+class _Once:
+    """A slot filled once (compared and hashed by identity, as a static field must be hashable)."""
+
+    value = None
+
+
+class _Deferred(eqx.Module):
+    """The forward-mode solve of a `ForwardOrReverse` that closes over no tracer: traced when a
+    forward-mode derivative is first taken, not with the solve (most solves inside `jax.jit` are
+    never differentiated, and tracing the second loop cost a quarter of the program's trace),
+    then kept as `_Converted` keeps it. `fn(consts, dynamic)` like `_Converted`; the constants
+    (concrete arrays the solve closes over) are the solve's own."""
+
+    solve: Callable = eqx.field(static=True)  # dynamic -> the ForwardMode loop
+    expected: object = eqx.field(static=True)  # the structs of `dynamic` (`_Converted`)
+    converted: _Once = eqx.field(static=True, default_factory=_Once)
+
+    def __call__(self, consts, dynamic):
+        del consts
+        dynamic = jtu.tree_map(_as_expected, dynamic, self.expected, is_leaf=_is_none)
+        if self.converted.value is None:  # its constants are concrete: reusable in any trace
+            self.converted.value = eqx.filter_closure_convert(self.solve, dynamic)
+        return self.converted.value(dynamic)
+
+
 def _is_none(x):
     return x is None
 
@@ -118,7 +148,7 @@ def _as_expected(x, struct):
     return x if x is None else jnp.asarray(x, struct.dtype)
 
 
-def _tangent(forward: _Converted, consts, dynamic, t_consts, t_dynamic):
+def _tangent(forward: eqx.Module, consts, dynamic, t_consts, t_dynamic):
     """The forward-mode derivative of the solve along `(t_consts, t_dynamic)`."""
     return eqx.filter_jvp(forward, (consts, dynamic), (t_consts, t_dynamic))[1]
 
@@ -264,18 +294,25 @@ class ForwardOrReverse(diffrax.AbstractAdjoint):
                 kwargs_["solver"] = _lax_stages(kwargs_["solver"])
             return adjoint.loop(**kwargs_)
 
-        # closed-over tracers (a parameter in a closure of the user's Lagrangian) become explicit
-        # inputs, matched by identity between the two modes' programs, so that both
-        # differentiate with respect to them
+        # closed-over tracers become explicit inputs, matched by identity between the two modes'
+        # programs, so that both differentiate with respect to them
         reverse = eqx.filter_closure_convert(functools.partial(run, self.reverse), dynamic)
-        forward = eqx.filter_closure_convert(functools.partial(run, diffrax.ForwardMode()), dynamic)
+        if any(isinstance(c, jax.core.Tracer) for c in reverse.consts):
+            forward = eqx.filter_closure_convert(
+                functools.partial(run, diffrax.ForwardMode()), dynamic
+            )
+        else:  # traced only if a forward-mode derivative is taken (`_Deferred`)
+            (expected,), _ = eqx.filter(reverse.in_struct, _is_struct)
+            forward = _Deferred(functools.partial(run, diffrax.ForwardMode()), expected)
         consts, position = [], {}
-        for c in (*reverse.consts, *forward.consts):
+        for c in (*reverse.consts, *getattr(forward, "consts", ())):
             if id(c) not in position:
                 position[id(c)] = len(consts)
                 consts.append(c)
 
         def shared(conv):
+            if isinstance(conv, _Deferred):
+                return conv
             index = tuple(position[id(c)] for c in conv.consts)
             bare = eqx.tree_at(lambda c: c.consts, conv, None, is_leaf=_is_none)
             return _Converted(bare, index)

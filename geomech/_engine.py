@@ -339,10 +339,6 @@ SINGULAR_MESSAGE = (
 )
 
 
-def _save_time(t, y, args):
-    return t
-
-
 def _project_saved(project, t, y, ys):
     """`project(t, y)` for a saved value; unused slots of `SaveAt(steps=True)` (`t = inf`) stay
     `inf` (a finite stand-in goes through the projection, so gradients stay finite)."""
@@ -496,8 +492,11 @@ def integrate(
     # there it is known only for finished trajectories)
     save_final = not isinstance(adjoint, diffrax.BacksolveAdjoint)
     if save_final:
+        # the time reached is this sub's `ts`; it saves `y` with diffrax's own function, which
+        # diffrax does not wrap in a closure over the direction of time (a tracer): a solve that
+        # closes over no tracer leaves its forward-mode twin untraced (`_adjoint._Deferred`)
         saveat = diffrax.SaveAt(
-            subs=(saveat.subs, diffrax.SubSaveAt(t1=True, fn=_save_time)), solver_state=True
+            subs=(saveat.subs, diffrax.SubSaveAt(t1=True)), solver_state=True
         )
     closure = (rhs, options, saveat, project, t0, t1, event, admissible)
     dynamic, static = eqx.partition(closure, eqx.is_array)

@@ -186,16 +186,21 @@ class Stages(eqx.Module):
         return x[:n], x[n:]
 
 
-def _traced(jitted, owner, t, q, v, *static):
-    """`jitted(owner, t, q, v, *static)` (a nested `jit`) and its outputs' structural nonzero
-    patterns, from one trace: the patterns are read from the jaxpr of the first call, whose trace
-    the second call (the value) finds in the jit cache."""
+def _patterns(jitted, owner, t, q, v, *static):
+    """The structural nonzero patterns of the outputs of `jitted(owner, t, q, v, *static)` (a
+    nested `jit`), read from its jaxpr; a later call with the same arguments finds that trace in
+    the jit cache."""
     closed, shape = jax.make_jaxpr(
         lambda t, q, v: jitted(owner, t, q, v, *static), return_shape=True
     )(t, q, v)
     tree = jax.tree_util.tree_structure(shape)
-    patterns = jax.tree_util.tree_unflatten(tree, jaxpr_nonzero_pattern(closed))
-    return patterns, jitted(owner, t, q, v, *static)
+    return jax.tree_util.tree_unflatten(tree, jaxpr_nonzero_pattern(closed))
+
+
+def _traced(jitted, owner, t, q, v, *static):
+    """`jitted(owner, t, q, v, *static)` and its outputs' structural nonzero patterns, from one
+    trace (`_patterns`)."""
+    return _patterns(jitted, owner, t, q, v, *static), jitted(owner, t, q, v, *static)
 
 
 @eqx.filter_jit
@@ -237,10 +242,11 @@ def _mass_and_force(system: LagrangianSystem, t, q, v):
     columns share a direction (a diagonal $M$: one direction, $M\\mathbf 1$), $M$ is evaluated
     from those fewer directions instead (compressed Hessian)."""
     n = q.shape[0]
-    patterns, (Q, M) = _traced(_lagrangian_derivatives, system, t, q, v, tuple(range(n)))
-    pattern = patterns[1]
+    pattern = _patterns(_lagrangian_derivatives, system, t, q, v, tuple(range(n)))[1]
     n_colors, colors = _coloring(pattern)
-    if n_colors < n:
+    if n_colors == n:  # the traced call itself (found in the jit cache)
+        Q, M = _lagrangian_derivatives(system, t, q, v, tuple(range(n)))
+    else:
         Q, compressed = _lagrangian_derivatives(system, t, q, v, tuple(colors.tolist()))
         M = jnp.where(pattern, compressed[colors].T, 0.0)  # M_ij from the seed of j's colour
     return M, Q, pattern
@@ -263,10 +269,11 @@ def _constraint_stages(system: LagrangianSystem, t, q, v):
     $A$. Rows of $A$ with no column in common share one reverse pass (compressed Jacobian)."""
     constraint = system.constraint
     k = jax.eval_shape(constraint.residual, t, q, v).shape[0]
-    patterns, (phi, b, A) = _traced(_constraint_derivatives, constraint, t, q, v, tuple(range(k)))
-    pattern = patterns[2]
+    pattern = _patterns(_constraint_derivatives, constraint, t, q, v, tuple(range(k)))[2]
     n_colors, colors = _coloring(pattern.T)
-    if n_colors < k:
+    if n_colors == k:  # the traced call itself (found in the jit cache)
+        phi, b, A = _constraint_derivatives(constraint, t, q, v, tuple(range(k)))
+    else:
         phi, b, compressed = _constraint_derivatives(constraint, t, q, v, tuple(colors.tolist()))
         A = jnp.where(pattern, compressed[colors], 0.0)  # A_il from the seed of row i's colour
     return phi, A, b, pattern

@@ -250,6 +250,50 @@ def test_enclosing_differentiation_is_read_from_the_trace_state():
     assert seen == [clean, clean, fwd, fwd, rev, rev, both, both, both]
 
 
+def test_the_forward_mode_solve_is_traced_when_a_forward_derivative_is_taken(monkeypatch):
+    """Inside `jax.jit` `simulate` serves both modes of derivative (`_adjoint.ForwardOrReverse`);
+    a solve that closes over no tracer traces its `diffrax.ForwardMode` loop only when a
+    forward-mode derivative is taken, and then gives the Jacobian of an unjitted `jax.jacfwd`;
+    a solve closing over a tracer of the enclosing trace traces both together."""
+    traced = []
+    loop = diffrax.ForwardMode.loop
+    monkeypatch.setattr(
+        diffrax.ForwardMode, "loop", lambda self, **kw: traced.append(1) or loop(self, **kw)
+    )
+    system = SLEIGH.system()
+    ts = jnp.linspace(0.0, 1.0, 4)
+
+    def positions(w):  # the initial velocity scaled (the constraint is linear in v)
+        y0 = gm.State(Y0.q, w * Y0.v)
+        return gm.simulate(system, y0, 0.0, 1.0, saveat=diffrax.SaveAt(ts=ts)).states.q.ravel()
+
+    f = jax.jit(positions)
+    w = jnp.asarray(1.3)
+    f(w)
+    assert not traced
+    J = jax.jacfwd(f)(w)
+    assert traced
+    J_direct = jax.jacfwd(positions)(w)  # ForwardMode itself
+    np.testing.assert_allclose(J, J_direct, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(jax.jacrev(f)(w), J, rtol=1e-8, atol=1e-10)
+    # a solve closing over a tracer of the enclosing trace (here a diffrax ODE whose vector field
+    # closes over `p`; geomech's own systems hand their parameters over as inputs)
+    from geomech import _adjoint
+
+    def decay(p, adjoint):
+        term = diffrax.ODETerm(lambda t, y, args: -p * y)
+        return diffrax.diffeqsolve(term, diffrax.Tsit5(), 0.0, 1.0, 0.1, 1.0, adjoint=adjoint).ys[0]
+
+    traced.clear()
+    g = jax.jit(lambda p: decay(p, _adjoint.ForwardOrReverse()))
+    g.lower(0.7)
+    assert traced  # both solves take `p` as an input
+    expected = -jnp.exp(-0.7)  # d/dp exp(-p t) at t = 1, to the integrator's error
+    np.testing.assert_allclose(jax.jacfwd(g)(0.7), jax.jacfwd(decay)(0.7, diffrax.ForwardMode()))
+    np.testing.assert_allclose(jax.jacrev(g)(0.7), jax.jacfwd(g)(0.7), rtol=1e-12)
+    np.testing.assert_allclose(jax.jacfwd(g)(0.7), expected, rtol=1e-4)
+
+
 def _sleigh_positions(p, ts):
     """The sleigh's positions at `ts` under the damping `p[0]` and a torque `p[1]` about the
     vertical, both in a closure. (Not the mass with the damping: the motion depends on their
