@@ -16,6 +16,8 @@ from ._geometry import as_point, point_shape
 
 def _as_inexact(x):
     try:
+        if isinstance(x, (str, bytes)):  # before JAX, which reads "a" or "f" as a dtype's name
+            raise TypeError
         x = jnp.asarray(x)
     except (TypeError, ValueError):
         raise TypeError(
