@@ -367,14 +367,18 @@ def raise_failures(failure: Failure, name: str = "simulate") -> None:
 
 def throw_failures_in_jit(failure: Failure, name: str) -> Failure:
     """`failure` with an error for any failed precondition, naming the condition but not the
-    indices (under the caller's jit or across processes they are not known here)."""
-    for item in FAILURES:
-        failure = eqx.error_if(
-            failure, failure == item, f"{name}: an initial state fails a precondition "
-            f"({Failure[item]}) (the indices of the failing trajectories are named when {name} is "
-            "called outside jax.jit; or pass throw=False and read sol.failure)."
-        )
-    return failure
+    indices (under the caller's jit or across processes they are not known here). One check for
+    all conditions: across a batch it names the first of `FAILURES` that any trajectory fails."""
+    messages = [
+        f"{name}: an initial state fails a precondition ({Failure[item]}) (the indices of the "
+        f"failing trajectories are named when {name} is called outside jax.jit; or pass "
+        "throw=False and read sol.failure)."
+        for item in reversed(FAILURES)  # `branched_error_if` names the largest index
+    ]
+    index = jnp.select(
+        [failure == item for item in FAILURES], list(range(len(FAILURES) - 1, -1, -1)), 0
+    )
+    return eqx.branched_error_if(failure, failure != Failure.successful, index, messages)
 
 
 def run_checked(

@@ -10,6 +10,12 @@ import tempfile
 # took 250x as long (docs/performance.md). Set before jaxlib loads its LAPACK; inherited by the
 # subprocesses (the CLI, notebook kernels).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# The compiled programs carry no Python tracebacks as source locations (debug information only;
+# results and error messages are the same): about 4 % less of the time XLA compiles, which is
+# most of the suite's time (docs/performance.md). Read by JAX when it is imported, here and in the
+# subprocesses.
+os.environ.setdefault("JAX_INCLUDE_FULL_TRACEBACKS_IN_LOCATIONS", "false")
+os.environ.setdefault("JAX_TRACEBACK_IN_LOCATIONS_LIMIT", "0")
 
 import jax  # noqa: E402
 import jaxtyping  # noqa: E402
