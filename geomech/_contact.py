@@ -5,17 +5,17 @@ is valid only while the plane pushes, a normal force $N > 0$ (else the body lift
 the point of contact is defined (a thin disk lying flat touches along its whole face). A system
 declares such a contact (`LagrangianSystem(contact=...)`; `gm.RollingBody.system()` does); then
 `simulate` checks both at the initial state (`gm.Failure.lift_off`, `contact_undefined`, the
-condition table in `_checks`) and watches them along the run with a `diffrax.Event`, which stops
-a trajectory where one fails, at the time it fails (docs/errors.md).
+condition table in `_checks`) and watches them along the run, stopping a trajectory where one
+fails, at the time it fails (docs/errors.md): the margin with a `diffrax.Event`, the normal force
+at the end of each step (`ContactWatch.holds`: a step ending where the plane would pull is
+refused and retried smaller, until the trajectory stops at the last time it still pushes).
 """
 
 import abc
 
 import diffrax
 import equinox as eqx
-import jax
 import jax.numpy as jnp
-import jax.tree_util as jtu
 import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Bool, Float
@@ -56,18 +56,29 @@ def relative_normal_force(contact: AbstractContact, t, state, acceleration) -> F
     return jnp.where(scale > 0, N / jnp.where(scale > 0, scale, 1.0), N)
 
 
-class ContactEvents(eqx.Module):
-    """The two event functions of `simulate` for a system with a contact (`diffrax.Event`, both
-    falling through zero, times found by Newton's method on the dense output): the relative
-    normal force (lift-off) and the margin less its tolerance (the contact point undefined).
-    `field` is the right-hand side $(v, a_R)$ (`ConstrainedField`)."""
+class ContactWatch(eqx.Module):
+    """How `simulate` watches a contact along a run. `field` is the right-hand side $(v, a_R)$
+    (`ConstrainedField`).
+
+    - `holds(t, y, args)`: whether the plane pushes at `y` (relative normal force $> 0$), asked
+        by the guarded solver at the end of every step (`_engine.GuardedSolver`): a step that ends
+        where it would pull is refused and retried smaller, so the trajectory stops within
+        $\\varepsilon^{3/4}(1 + |t|)$ (the margin event's tolerance) before the time $N$ falls
+        through zero; a fixed-step integrator at the start of the step across it. Asked there,
+        on the step's own state, the normal force costs one evaluation of the right-hand side
+        per step and one copy of it in the compiled program (an event function is compiled
+        three times: at `t0`, after each step and in its root finder).
+    - `event(dtype)`: the `diffrax.Event` of the margin less its tolerance (the contact point
+        undefined), falling through zero, its time found by bisection on the dense output.
+    """
 
     field: eqx.Module
     contact: AbstractContact
 
-    def lift_off(self, t, y, args, **kwargs):
+    def holds(self, t, y, args) -> Bool[Array, ""]:
         a = self.field(t, y, args).v
-        return relative_normal_force(self.contact, t, y, a)
+        # NaN holds: a right-hand side not finite there is the solver's to refuse, not a lift-off
+        return ~(relative_normal_force(self.contact, t, y, a) <= 0)
 
     def undefined(self, t, y, args, **kwargs):
         return self.contact.margin(t, y) - contact_tolerance(y.v.dtype)
@@ -75,45 +86,7 @@ class ContactEvents(eqx.Module):
     def event(self, dtype) -> diffrax.Event:
         tol = float(np.finfo(dtype).eps) ** 0.75  # the root's time, to about 1e-12 in float64
         return diffrax.Event(
-            (self.lift_off, self.undefined),
-            root_finder=_TriggeredBisection(optx.Bisection(rtol=tol, atol=tol, flip=True)),
-            direction=(False, False),
-        )
-
-
-def _triggered(fn):
-    """diffrax's root function of a tuple of events (each value zeroed but the triggered one's)
-    as a scalar: their sum."""
-    return lambda y, args: (lambda f, aux: (sum(jtu.tree_leaves(f)), aux))(*fn(y, args))
-
-
-class _TriggeredBisection(optx.AbstractRootFinder):
-    """`optx.Bisection` on the event that fired, for a tuple of events (`optx.Bisection` takes a
-    scalar function; Newton's method would differentiate the right-hand side, doubling the
-    compile time of a rolling body)."""
-
-    bisection: optx.Bisection
-    norm = jnp.abs
-
-    @property
-    def rtol(self):
-        return self.bisection.rtol
-
-    @property
-    def atol(self):
-        return self.bisection.atol
-
-    def init(self, fn, y, args, options, f_struct, aux_struct, tags):
-        f_struct = jax.ShapeDtypeStruct((), jtu.tree_leaves(f_struct)[0].dtype)
-        return self.bisection.init(_triggered(fn), y, args, options, f_struct, aux_struct, tags)
-
-    def step(self, fn, y, args, options, state, tags):
-        return self.bisection.step(_triggered(fn), y, args, options, state, tags)
-
-    def terminate(self, fn, y, args, options, state, tags):
-        return self.bisection.terminate(_triggered(fn), y, args, options, state, tags)
-
-    def postprocess(self, fn, y, aux, args, options, state, tags, result):
-        return self.bisection.postprocess(
-            _triggered(fn), y, aux, args, options, state, tags, result
+            self.undefined,
+            root_finder=optx.Bisection(rtol=tol, atol=tol, flip=True),
+            direction=False,
         )

@@ -28,10 +28,12 @@ _SAVE_Y = diffrax.SubSaveAt(t1=True).fn
 
 class StopTime(eqx.Module):
     """The guarded solver's record of its last accepted step: whether it ended the trajectory
-    (`stopped`), and `time`, the (internal, diffrax's sign-flipped) time of the state kept."""
+    (`stopped`), `time`, the (internal, diffrax's sign-flipped) time of the state kept, and
+    whether it ended it because the model fails next (`failing`, see `holds`)."""
 
     stopped: Bool[Array, ""]
     time: Array
+    failing: Bool[Array, ""]
 
 
 class GuardedSolver(diffrax.AbstractWrappedSolver):
@@ -42,6 +44,13 @@ class GuardedSolver(diffrax.AbstractWrappedSolver):
         refuses, is rejected (error estimate `inf`, diffrax's convention for a failed step), so
         the controller retries a smaller step (an event then finds where the trajectory stops,
         e.g. a disk about to lie flat, `gm.Failure.contact_undefined`);
+    - a step that ends where the model no longer `holds(t1, y1, args)` (if given; a rolling
+        body whose plane would have to pull, `_contact.ContactWatch`) is refused likewise, so
+        the steps shrink towards the time it fails; once such a step is no longer than
+        $\\varepsilon^{3/4}(1 + |t|)$ (1.8e-12 in float64) the trajectory stops at its start, the
+        last time the model held (`StopTime.failing`; `integrate` reports it as
+        `diffrax.RESULTS.event_occurred`). With a `fixed` step size (no step is refused) it
+        stops at the start of the first step that ends where the model fails;
     - a step no longer than $16\\varepsilon|t|$ (the resolution of $t$, MATLAB's `hmin`; no
         smaller step makes progress) ends the trajectory with `diffrax.RESULTS.nonfinite` if it
         is non-finite, else `diffrax.RESULTS.dt_min_reached`. So does every non-finite step of
@@ -58,6 +67,8 @@ class GuardedSolver(diffrax.AbstractWrappedSolver):
     solver: diffrax.AbstractSolver
     project: Callable | None
     admissible: Callable | None = None
+    holds: Callable | None = None
+    fixed: bool = eqx.field(static=True, default=False)
 
     @property
     def term_structure(self):
@@ -94,7 +105,8 @@ class GuardedSolver(diffrax.AbstractWrappedSolver):
 
     def init(self, terms, t0, t1, y0, args):
         time = jnp.asarray(t0, jnp.result_type(t0, t1))
-        return self.solver.init(terms, t0, t1, y0, args), StopTime(jnp.array(False), time)
+        no = jnp.array(False)
+        return self.solver.init(terms, t0, t1, y0, args), StopTime(no, time, no)
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         made_jump = True if self.project is not None else made_jump
@@ -105,23 +117,34 @@ class GuardedSolver(diffrax.AbstractWrappedSolver):
             y1 = self.project(t1, y1, args)
         bad = jnp.invert(all_finite((y1, y_error)))
         refused = bad if self.admissible is None else bad | ~self.admissible(y0, y1)
+        failing = jnp.array(False) if self.holds is None else ~bad & ~self.holds(t1, y1, args)
+        refused = refused | failing
         eps = jnp.finfo(jnp.result_type(t0, t1)).eps
-        stuck = jnp.abs(t1 - t0) <= 16 * eps * jnp.maximum(jnp.abs(t0), jnp.abs(t1))
+        t_max = jnp.maximum(jnp.abs(t0), jnp.abs(t1))
+        stuck = jnp.abs(t1 - t0) <= 16 * eps * t_max
+        # where the model fails: refused steps shrink towards that time (as a root finder's
+        # bracket would, to the same tolerance), a fixed step stops at once
+        close = jnp.abs(t1 - t0) <= eps**0.75 * (1 + t_max)
+        stuck_failing = failing & (True if self.fixed or y_error is None else close)
+        end = stuck | stuck_failing
         if y_error is not None:  # adaptive: reject, or accept the dead end to stop there
             y_error = jtu.tree_map(
-                lambda e: jnp.where(stuck, 0.0, jnp.where(refused, jnp.inf, e)).astype(e.dtype),
+                lambda e: jnp.where(end, 0.0, jnp.where(refused, jnp.inf, e)).astype(e.dtype),
                 y_error,
             )
         # a step that ends the trajectory (accepted: a fixed step, a dead end, a failed inner
         # solve) keeps `y0`, whose time is `t0`
-        stop = bad | stuck | jnp.invert(diffrax.is_okay(result))
+        stop = bad | end | jnp.invert(diffrax.is_okay(result))
         y1 = jtu.tree_map(lambda a, b: jnp.where(stop, a, b), y0, y1)
+        # (a stop for the model is `dt_min_reached` here, a code that ends diffrax's loop, and
+        # `event_occurred` once read from `StopTime.failing` by `integrate`)
         failed = diffrax.RESULTS.where(
             bad, diffrax.RESULTS.nonfinite, diffrax.RESULTS.dt_min_reached
         )
-        result = diffrax.RESULTS.where(bad | stuck, failed, result)
-        stopped = StopTime(stop, jnp.where(stop, t0, t1).astype(solver_state[1].time.dtype))
-        return y1, y_error, dense_info, (inner_state, stopped), result
+        result = diffrax.RESULTS.where(bad | end, failed, result)
+        time = jnp.where(stop, t0, t1).astype(solver_state[1].time.dtype)
+        record = StopTime(stop, time, stuck_failing)
+        return y1, y_error, dense_info, (inner_state, record), result
 
     def func(self, terms, t0, y0, args):
         return self.solver.func(terms, t0, y0, args)
@@ -139,6 +162,18 @@ class _Frozen(eqx.Module):
         out = self.fn(t, y, args)
         keep = y if self.identity else jtu.tree_map(jnp.zeros_like, out)
         return jtu.tree_map(lambda a, b: jnp.where(self.frozen, a, b), keep, out)
+
+
+class _Holding(eqx.Module):
+    """`holds(t, y, args)` of the guarded solver, `True` where `frozen` (a trajectory not
+    integrated), and a decision: no derivative flows through it."""
+
+    fn: Callable
+    frozen: Bool[Array, ""] | bool = False
+
+    def __call__(self, t, y, args):
+        held = self.fn(*jax.lax.stop_gradient((t, y)), args)
+        return held | self.frozen
 
 
 def _apply(fn, t, y, args):
@@ -441,6 +476,7 @@ def integrate(
     project: Callable[[RealScalarLike, PyTree, Args], PyTree] | None = None,
     event: diffrax.Event | None = None,
     admissible: Callable[[PyTree, PyTree], Bool[Array, ""]] | None = None,
+    holds: Callable[[RealScalarLike, PyTree, Args], Bool[Array, ""]] | None = None,
     skip: Bool[Array, "*B"] | None = None,
 ) -> RawSolution:
     """Integrate $\\dot y = $ `rhs(t, y, args=None)` for one `y0` or a batch of them.
@@ -463,6 +499,9 @@ def integrate(
         (`RawSolution.event_mask` says which).
     - `admissible`: optional `(y0, y1) -> bool` on ONE unbatched step: a step it refuses is
         rejected like a non-finite one (`GuardedSolver`).
+    - `holds`: optional `(t, y, args) -> bool` on ONE unbatched state: where the model holds. A
+        trajectory stops at the last time it holds, with `result ==
+        diffrax.RESULTS.event_occurred` (`GuardedSolver`); no derivative flows through it.
     - `skip`: optional booleans (`()` or `(B,)`): trajectories not to integrate (a failed
         precondition). Each is run as a constant stand-in (a finite state, zero right-hand side),
         and returned with its `y0` saved at `t0`, `inf` after and `t_final = t0`; the others are
@@ -491,6 +530,8 @@ def integrate(
     # guarded solver's `StopTime` (BacksolveAdjoint cannot save `subs` or the solver state:
     # there it is known only for finished trajectories)
     save_final = not isinstance(adjoint, diffrax.BacksolveAdjoint)
+    if holds is not None and not save_final:
+        raise ValueError("integrate: `holds` needs the solver state, which BacksolveAdjoint drops.")
     if save_final:
         # the time reached is this sub's `ts`; it saves `y` with diffrax's own function, which
         # diffrax does not wrap in a closure over the direction of time (a tracer): a solve that
@@ -498,16 +539,18 @@ def integrate(
         saveat = diffrax.SaveAt(
             subs=(saveat.subs, diffrax.SubSaveAt(t1=True)), solver_state=True
         )
-    closure = (rhs, options, saveat, project, t0, t1, event, admissible)
+    closure = (rhs, options, saveat, project, t0, t1, event, admissible, holds)
     dynamic, static = eqx.partition(closure, eqx.is_array)
     y0_given = y0
     if skip is not None:
         y0 = _stand_in(y0, skip, batched)
 
     def solve_one(dynamic, y0_, skip_):
-        rhs_, options_, saveat_, project_, t0_, t1_, event_, admissible_ = eqx.combine(
+        rhs_, options_, saveat_, project_, t0_, t1_, event_, admissible_, holds_ = eqx.combine(
             dynamic, static
         )
+        if holds_ is not None:
+            holds_ = _Holding(holds_, False if skip_ is None else skip_)
         if skip_ is not None:
             rhs_ = _Frozen(rhs_, skip_, identity=False)
             project_ = None if project_ is None else _Frozen(project_, skip_, identity=True)
@@ -516,7 +559,8 @@ def integrate(
         controller = options_.stepsize_controller
         integrator = _forward_mode_ready(options_.integrator, options_.adjoint)
         solver = GuardedSolver(
-            _fill_implicit_tolerances(integrator, controller), project_, admissible_
+            _fill_implicit_tolerances(integrator, controller), project_, admissible_, holds_,
+            fixed=isinstance(controller, (diffrax.ConstantStepSize, diffrax.StepTo)),
         )
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(rhs_),
@@ -533,11 +577,12 @@ def integrate(
             throw=False,
             progress_meter=progress_meter,
         )
+        result = sol.result
         if save_final:
             (ts, ts_final), (ys, _) = sol.ts, sol.ys
-            ts, ys, t_final = _honest_times(
-                ts, ys, ts_final[0], sol.solver_state[1], saveat_.subs[0], t0_, t1_
-            )
+            stop = sol.solver_state[1]
+            ts, ys, t_final = _honest_times(ts, ys, ts_final[0], stop, saveat_.subs[0], t0_, t1_)
+            result = results_where(stop.failing, diffrax.RESULTS.event_occurred, result)
         else:
             ts, ys = _final_save_in_its_slot(sol.ts, sol.ys, saveat_.subs)
             t_final = jnp.where(diffrax.is_successful(sol.result), t1_, jnp.nan)
@@ -545,7 +590,7 @@ def integrate(
             raw = ys
             ys = jax.vmap(lambda t, y: _project_saved(project_, t, y, raw))(ts, raw)
         stats = {k: sol.stats[k] for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")}
-        result = _never_nonfinite_success(sol.result, ts, ys)
+        result = _never_nonfinite_success(result, ts, ys)
         return RawSolution(ts, ys, result, stats, t_final, sol.event_mask)
 
     if not batched:

@@ -13,7 +13,7 @@ from jax.sharding import Mesh, Sharding
 
 from ._bundle import State
 from ._checks import At, Failure, contact_measures, first_failure, point_scale
-from ._contact import ContactEvents
+from ._contact import ContactWatch
 from ._custom_types import RealScalarLike
 from ._dynamics import check_solver, constrained_acceleration
 from ._engine import integrate
@@ -168,16 +168,17 @@ def _simulate(
     rhs = ConstrainedField(system, solver, stabilization)
     project = stabilization.state_projection(system)
     skip = failure != Failure.successful
-    event = admissible = None
+    event = admissible = holds = None
     if system.contact is not None:  # watched along the run (`_contact`)
-        event = ContactEvents(rhs, system.contact).event(y0.v.dtype)
-        admissible = system.contact.same_contact
+        watch = ContactWatch(rhs, system.contact)
+        event, admissible, holds = watch.event(y0.v.dtype), system.contact.same_contact, watch.holds
     raw = integrate(
         rhs, y0, t0, t1, options, batched=batched, project=project, event=event,
-        admissible=admissible, skip=skip,
+        admissible=admissible, holds=holds, skip=skip,
     )
     if event is not None:
-        lift_off, undefined = (m & ~skip for m in raw.event_mask)
+        undefined = raw.event_mask & ~skip
+        lift_off = (raw.result == diffrax.RESULTS.event_occurred) & ~raw.event_mask & ~skip
         pick = lambda when, item, f: jax.tree_util.tree_map(
             lambda a, b: jnp.where(when, a, b), item, f
         )

@@ -99,6 +99,25 @@ def test_lift_off_stops_at_the_time_the_normal_force_vanishes():
         np.testing.assert_allclose(sol.t_final, t_lift, rtol=1e-7)
 
 
+def test_a_fixed_step_stops_at_the_start_of_the_step_across_lift_off():
+    """With a constant step size no step is refused: the run stops at the start of the first
+    step that ends where the plane would pull, the last multiple of dt before the quadrature's
+    time, with the state there."""
+    theta0, dt = 0.3, 0.01
+    t_lift = _fall_time(theta0, _lift_off_angle(theta0))
+    model = MODELS["euler"]
+    system, y0 = model.system(), _at_rest(model, theta0)
+    sol = gm.simulate(
+        system, y0, 0.0, 2.0, dt0=dt, stepsize_controller=diffrax.ConstantStepSize(),
+        saveat=diffrax.SaveAt(t1=True), throw=False,
+    )
+    assert sol.failure == gm.Failure.lift_off and sol.result == diffrax.RESULTS.event_occurred
+    np.testing.assert_allclose(sol.t_final, np.floor(t_lift / dt) * dt, rtol=1e-12)
+    last = gm.State(sol.states.q[-1], sol.states.v[-1])
+    N, _ = system.contact.normal_force(sol.t_final, last, gm.acceleration(system, last))
+    assert N > 0  # the state kept is one the model holds
+
+
 def test_a_failing_member_stops_and_the_others_are_their_solo_runs():
     """A batch of a disk rolling upright (stays up), one falling flat and one lifting off: each
     flagged with its own code and time, the rolling one bit-identical to its solo run."""
