@@ -228,10 +228,11 @@ def _seeds(colors: tuple[int, ...], dtype) -> Array:
 
 @eqx.filter_jit
 def _lagrangian_derivatives(system: LagrangianSystem, t, q, v, colors: tuple[int, ...]):
-    """$Q$ (2.10) and $M$ times the seeds of the colouring `colors` of the columns of $M$ (the
-    identity when every column has its own)."""
+    """$Q$ (2.10) and $M$ times the seeds of the colouring `colors` of the columns of $M$ ($M$
+    itself when every column has its own)."""
     form = system.form  # the Lagrangian's structure, chosen by its type (`_system.form_of`)
-    return form.force(system, t, q, v), form.mass_times(system, t, q, v, _seeds(colors, v.dtype))
+    seeds = None if colors == tuple(range(len(colors))) else _seeds(colors, v.dtype)
+    return form.force(system, t, q, v), form.mass_times(system, t, q, v, seeds)
 
 
 def _mass_and_force(system: LagrangianSystem, t, q, v):

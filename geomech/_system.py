@@ -104,7 +104,10 @@ class AbstractBodiesLagrangian(eqx.Module):
 
 
 class _BodiesInChart(AbstractBodiesLagrangian):
-    """A bodies Lagrangian written in a chart (`BodiesForm.pull`)."""
+    """A bodies Lagrangian written in a chart (`BodiesForm.pull`), read through the chart's point
+    to second order (`AbstractChart.point_to_second_order`): it is differentiated at the chart's
+    origin only, to first order by Kane's equations and at most to second (a Hessian of the
+    energy), so no exponential map is evaluated or differentiated."""
 
     lagrangian: AbstractBodiesLagrangian
     chart: AbstractChart
@@ -116,10 +119,10 @@ class _BodiesInChart(AbstractBodiesLagrangian):
         return self.lagrangian.inertias()
 
     def velocities(self, q, v):
-        return self.lagrangian.velocities(self.chart.point(q), v)
+        return self.lagrangian.velocities(self.chart.point_to_second_order(q), v)
 
     def potential(self, q):
-        return self.lagrangian.potential(self.chart.point(q))
+        return self.lagrangian.potential(self.chart.point_to_second_order(q))
 
 
 class AbstractForm(eqx.Module):
@@ -135,8 +138,8 @@ class AbstractForm(eqx.Module):
         """$Q$ with $M a_U = Q$, $F^e$ included."""
 
     @abc.abstractmethod
-    def mass_times(self, system: "LagrangianSystem", t, q, v, seeds: Float[Array, "s n"]):
-        """$M e$ for each row $e$ of `seeds`, `(s, n)`."""
+    def mass_times(self, system: "LagrangianSystem", t, q, v, seeds: Float[Array, "s n"] | None):
+        """$M e$ for each row $e$ of `seeds`, `(s, n)`; $M$ itself for `None` (the identity)."""
 
 
 class AutodiffForm(AbstractForm):
@@ -150,6 +153,7 @@ class AutodiffForm(AbstractForm):
         return coordinate_force(system, t, q, v)
 
     def mass_times(self, system, t, q, v, seeds):
+        seeds = jnp.eye(v.shape[0], dtype=v.dtype) if seeds is None else seeds
         return mass_times(system, t, q, v, seeds)
 
 
@@ -184,7 +188,7 @@ class BodiesForm(AbstractForm):
         B, W = jax.jacfwd(lambda v_: L.velocities(q, v_))(v)
         M = jnp.einsum("b,bin,bim->nm", L.masses(), B, B)
         M = M + jnp.einsum("bin,bij,bjm->nm", W, L.inertias(), W)
-        return seeds @ M
+        return M if seeds is None else seeds @ M
 
 
 def form_of(lagrangian) -> AbstractForm:

@@ -38,6 +38,26 @@ def test_oplus_ominus_round_trip(manifold):
         close(manifold.oplus(q, jnp.zeros(manifold.dim)), q, atol=1e-15)
 
 
+def test_retract_is_oplus_to_second_order(manifold):
+    """`retract` (what a bodies Lagrangian in the centred chart is read through) has the value,
+    the first and the second derivatives of `oplus` at $\\psi = 0$, in the stored parameters;
+    a step away from the centre it differs from `oplus` at third order only."""
+    rng = np.random.default_rng(11)
+    q = random_point(manifold, rng)
+    params = lambda f: lambda psi: manifold.parameters(f(q, psi))
+    exact, second = params(manifold.oplus), params(manifold.retract)
+    zero = jnp.zeros(manifold.dim)
+    close(second(zero), exact(zero), rtol=0, atol=1e-15)
+    close(jax.jacfwd(second)(zero), jax.jacfwd(exact)(zero), rtol=1e-14, atol=1e-15)
+    hessian = lambda f: jax.jacfwd(jax.jacfwd(f))(zero)
+    close(hessian(second), hessian(exact), rtol=1e-13, atol=1e-14)
+    step = tangent(manifold, rng)
+    gaps = [np.max(np.abs(exact(h * step) - second(h * step))) for h in (1e-2, 2e-2)]
+    assert gaps[0] == gaps[1] == 0 or 7 <= gaps[1] / gaps[0] <= 8.5  # O(h³); equal on coordinates
+    chart = manifold.chart(q)
+    close(chart.point_to_second_order(chart.origin), q, atol=1e-15)
+
+
 def test_dexp_against_finite_differences(manifold):
     """$v = \\mathrm{dexp}(\\psi, \\dot\\psi)$ is the velocity of $q \\oplus \\psi(t)$ in the
     manifold's convention: $[(q \\oplus (\\psi + \\varepsilon\\dot\\psi)) \\ominus (q \\oplus

@@ -35,6 +35,7 @@ from ._lie import AbstractLieGroup as AbstractLieGroup
 from ._lie import LieGroup as LieGroup
 from ._lie import hat as hat
 from ._lie import rotate as rotate
+from ._lie import rotation_matrix as rotation_matrix
 from ._manifold import AbstractChart as AbstractChart
 from ._manifold import AbstractManifold as AbstractManifold
 from ._points import (

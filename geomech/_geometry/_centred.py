@@ -46,6 +46,9 @@ class CentredChart(AbstractChart):
     def point(self, x: Float[Array, " n"]) -> Point:
         return self.manifold.oplus(self.q, x)
 
+    def point_to_second_order(self, x: Float[Array, " n"]) -> Point:
+        return self.manifold.retract(self.q, x)
+
     def coordinates(self, p: Point) -> Float[Array, " n"]:
         return self.manifold.ominus(p, self.q)
 

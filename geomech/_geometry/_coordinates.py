@@ -46,6 +46,9 @@ class AbstractCoordinateManifold(AbstractManifold):
     def oplus(self, q: Float[ArrayLike, " n"], psi: Float[ArrayLike, " n"]) -> Float[ArrayLike, " n"]:
         return self.wrap(q + psi)
 
+    def retract(self, q: Float[ArrayLike, " n"], psi: Float[ArrayLike, " n"]) -> Float[ArrayLike, " n"]:
+        return self.oplus(q, psi)
+
     def ominus(self, p: Float[ArrayLike, " n"], q: Float[ArrayLike, " n"]) -> Float[ArrayLike, " n"]:
         return self.wrap(p - q)
 
@@ -156,6 +159,9 @@ class IdentityChart(AbstractChart):
         return self.manifold
 
     def point(self, x: Float[ArrayLike, " n"]) -> Float[ArrayLike, " n"]:
+        return x
+
+    def point_to_second_order(self, x: Float[ArrayLike, " n"]) -> Float[ArrayLike, " n"]:
         return x
 
     def coordinates(self, p: Float[ArrayLike, " n"]) -> Float[ArrayLike, " n"]:

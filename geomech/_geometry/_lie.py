@@ -54,12 +54,27 @@ def quaternion_product(
     )
 
 
+def rotation_matrix(R: jaxlie.SO3) -> Float[Array, "*batch 3 3"]:
+    """The rotation matrix of the unit quaternion $(w, u)$ of `R`,
+    $(w^2 - |u|^2)\\,1 + 2uu^\\top + 2w\\hat u$ [Sola2017] (`R.as_matrix()`), written out entry
+    by entry: jaxlie forms it from 4 × 4 outer products, three times the arithmetic, and as
+    much again in each derivative."""
+    w, a, b, c = (R.wxyz[..., i] for i in range(4))
+    rows = (
+        (1 - 2 * (b * b + c * c), 2 * (a * b - w * c), 2 * (a * c + w * b)),
+        (2 * (a * b + w * c), 1 - 2 * (a * a + c * c), 2 * (b * c - w * a)),
+        (2 * (a * c - w * b), 2 * (b * c + w * a), 1 - 2 * (a * a + b * b)),
+    )
+    return jnp.stack([jnp.stack(row, axis=-1) for row in rows], axis=-2)
+
+
 def rotate(R: jaxlie.SO3, x: Float[Array, "*batch 3"]) -> Float[Array, "*batch 3"]:
-    """$Rx$ (`R.apply(x)`) by the quaternion sandwich $q\\,(0, x)\\,q^{-1}$ of
-    `quaternion_product`."""
-    q = R.wxyz
-    pure = jnp.concatenate([jnp.zeros((*x.shape[:-1], 1), x.dtype), x], axis=-1)
-    return quaternion_product(quaternion_product(q, pure), R.inverse().wxyz)[..., 1:]
+    """$Rx$ (`R.apply(x)`) with the entries of `rotation_matrix`, summed entry by entry: they are
+    shared by every vector rotated with it, under `jax.jvp` and `jax.vmap` as well (a Jacobian's
+    lanes), where the quaternion sandwich $q\\,(0, x)\\,q^{-1}$ costs two Hamilton products per
+    vector; elementwise, its rounding does not depend on how a batch is split."""
+    Rm, x = rotation_matrix(R), x[..., None, :]
+    return Rm[..., 0] * x[..., 0] + Rm[..., 1] * x[..., 1] + Rm[..., 2] * x[..., 2]
 
 
 def _series(
@@ -103,6 +118,13 @@ def _quadrature_right_jacobian(group: "AbstractLieGroup", psi: Float[Array, " n"
     return jnp.tensordot(jnp.asarray(_WEIGHTS, psi.dtype), Ad, axes=1)
 
 
+def _unit_quaternion_to_second_order(theta: Float[Array, "3"]) -> Float[Array, "4"]:
+    """$\\exp(\\theta) = (\\cos\\frac{|\\theta|}2, \\sin\\frac{|\\theta|}2\\,\\hat\\theta)$
+    [Sola2017] to second order: $(1 - |\\theta|^2/8,\\ \\theta/2)$, a unit quaternion to
+    fourth order."""
+    return jnp.concatenate([(1 - (theta @ theta) / 8)[None], theta / 2])
+
+
 def _unit_defect(x: Float[Array, "... k"]) -> Float[Array, "..."]:
     """$\\big||x| - 1\\big|$: how far a unit quaternion or unit complex number is off the unit
     sphere (dimensionless)."""
@@ -123,6 +145,11 @@ class AbstractLieGroup(AbstractManifold):
     @abc.abstractmethod
     def exp(self, psi: Float[Array, " n"]) -> jaxlie.MatrixLieGroup:
         """$\\exp(\\psi)$."""
+
+    @abc.abstractmethod
+    def exp_to_second_order(self, psi: Float[Array, " n"]) -> jaxlie.MatrixLieGroup:
+        """$\\exp(\\psi)$ to second order in $\\psi$: its Taylor polynomial of degree two in
+        the group's parameters (`retract`)."""
 
     @abc.abstractmethod
     def log(self, q: jaxlie.MatrixLieGroup) -> Float[Array, " n"]:
@@ -151,6 +178,9 @@ class AbstractLieGroup(AbstractManifold):
 
     def oplus(self, q: jaxlie.MatrixLieGroup, psi: Float[Array, " n"]) -> jaxlie.MatrixLieGroup:
         return self.compose(q, self.exp(psi))
+
+    def retract(self, q: jaxlie.MatrixLieGroup, psi: Float[Array, " n"]) -> jaxlie.MatrixLieGroup:
+        return self.compose(q, self.exp_to_second_order(psi))
 
     def ominus(self, p: jaxlie.MatrixLieGroup, q: jaxlie.MatrixLieGroup) -> Float[Array, " n"]:
         return self.log(self.compose(q.inverse(), p))  # jaxlie.manifold.rminus(q, p), to round-off
@@ -196,6 +226,9 @@ class SO3(AbstractLieGroup):
 
     def exp(self, psi: Float[Array, " n"]) -> jaxlie.MatrixLieGroup:
         return jaxlie.SO3.exp(psi)
+
+    def exp_to_second_order(self, psi: Float[Array, " n"]) -> jaxlie.MatrixLieGroup:
+        return jaxlie.SO3(_unit_quaternion_to_second_order(psi))
 
     def log(self, q: jaxlie.MatrixLieGroup) -> Float[Array, " n"]:
         return q.log()
@@ -246,6 +279,13 @@ class SE3(AbstractLieGroup):
         K = hat(theta)
         V = jnp.eye(3, dtype=psi.dtype) + B * K + C * K @ K
         return jaxlie.SE3.from_rotation_and_translation(jaxlie.SO3.exp(theta), V @ rho)
+
+    def exp_to_second_order(self, psi: Float[Array, " n"]) -> jaxlie.MatrixLieGroup:
+        # V ρ = ρ + ½ θ×ρ + O(|ψ|³) (B = ½ + O(θ²) above)
+        rho, theta = psi[:3], psi[3:]
+        return jaxlie.SE3.from_rotation_and_translation(
+            jaxlie.SO3(_unit_quaternion_to_second_order(theta)), rho + 0.5 * jnp.cross(theta, rho)
+        )
 
     def log(self, q: jaxlie.MatrixLieGroup) -> Float[Array, " n"]:
         # ρ = V⁻¹ t with V⁻¹ = J_l(θ)⁻¹ = I − ½θ̂ + D θ̂² ([Sola2018] (146), (173)); jaxlie's
@@ -301,6 +341,12 @@ class SE2(AbstractLieGroup):
         rho = psi[:2]
         t = jnp.stack([a * rho[0] - b * rho[1], b * rho[0] + a * rho[1]])
         return jaxlie.SE2.from_rotation_and_translation(jaxlie.SO2.from_radians(theta), t)
+
+    def exp_to_second_order(self, psi: Float[Array, " n"]) -> jaxlie.MatrixLieGroup:
+        # (cos θ, sin θ) = (1 − θ²/2, θ) and V ρ = ρ + (θ/2) Jρ to second order (V above)
+        rho, theta = psi[:2], psi[2]
+        t = rho + 0.5 * theta * jnp.stack([-rho[1], rho[0]])
+        return jaxlie.SE2(jnp.concatenate([jnp.stack([1 - theta**2 / 2, theta]), t]))
 
     def log(self, q: jaxlie.MatrixLieGroup) -> Float[Array, " n"]:
         # ρ = [[A, θ/2], [−θ/2, A]] t with A = (θ/2) cot(θ/2) ([Sola2018] (158)), without

@@ -59,6 +59,14 @@ class AbstractManifold(eqx.Module):
         """$q \\oplus \\psi$, the chart centred at `q` ($q + \\psi$; $q\\exp(\\psi)$ on a group)."""
 
     @abc.abstractmethod
+    def retract(self, q: Point, psi: Float[Array, " n"]) -> Point:
+        """$q \\oplus \\psi$ to second order in $\\psi$ (a second-order retraction
+        [AbsilMahonySepulchre2008]): equal to `oplus` with its first and second derivatives
+        at $\\psi = 0$, without its transcendental functions. The systems written in the chart
+        centred at a point are read through it where they are differentiated at the centre only,
+        never beyond second order (`AbstractChart.point_to_second_order`)."""
+
+    @abc.abstractmethod
     def ominus(self, p: Point, q: Point) -> Float[Array, " n"]:
         """$p \\ominus q$: the $\\psi$ with $p = q \\oplus \\psi$, for `p` near `q`."""
 
@@ -132,6 +140,11 @@ class AbstractChart(eqx.Module):
     @abc.abstractmethod
     def point(self, x: Float[Array, " n"]) -> Point:
         """The point with chart coordinates `x`."""
+
+    @abc.abstractmethod
+    def point_to_second_order(self, x: Float[Array, " n"]) -> Point:
+        """`point(x)` to second order about the origin (`AbstractManifold.retract`): equal to it
+        with its first and second derivatives there, for functions read at the origin only."""
 
     @abc.abstractmethod
     def coordinates(self, p: Point) -> Float[Array, " n"]:

@@ -181,6 +181,9 @@ class Product(AbstractManifold):
     def oplus(self, q: Point, psi: Float[Array, " n"]) -> Point:
         return self.layout.join(self._each("oplus", q, psi))
 
+    def retract(self, q: Point, psi: Float[Array, " n"]) -> Point:
+        return self.layout.join(self._each("retract", q, psi))
+
     def ominus(self, p: Point, q: Point) -> Float[Array, " n"]:
         parts = zip(self.factors, self._points(p), self._points(q), strict=True)
         return jnp.concatenate([f.ominus(a, b) for f, a, b in parts], axis=-1)

@@ -35,7 +35,7 @@ from .._bundle import State
 from .._checks import as_real_array, concrete
 from .._constraint import LinearConstraint
 from .._contact import AbstractContact
-from .._geometry import SO3, Euclidean, Product, hat, rotate
+from .._geometry import SO3, Euclidean, Product, hat, rotate, rotation_matrix
 from .._system import AbstractBodiesLagrangian, LagrangianSystem
 from ._rigid_body import RigidBody
 from ._surfaces import AbstractSurface
@@ -56,7 +56,7 @@ class _RollingRows(eqx.Module):
     def __call__(self, q: tuple[jaxlie.SO3, Float[Array, "2"]]) -> Float[Array, "2 5"]:
         R, _ = q
         s = self.surface.contact_point(_vertical(R))
-        rows = -(R.as_matrix() @ hat(s))[:2]
+        rows = -(rotation_matrix(R) @ hat(s))[:2]
         return jnp.concatenate([rows, jnp.eye(2, dtype=rows.dtype)], axis=1)
 
 
