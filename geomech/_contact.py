@@ -60,14 +60,17 @@ class ContactWatch(eqx.Module):
     """How `simulate` watches a contact along a run. `field` is the right-hand side $(v, a_R)$
     (`ConstrainedField`).
 
-    - `holds(t, y, args)`: whether the plane pushes at `y` (relative normal force $> 0$), asked
-        by the guarded solver at the end of every step (`_engine.GuardedSolver`): a step that ends
-        where it would pull is refused and retried smaller, so the trajectory stops within
-        $\\varepsilon^{3/4}(1 + |t|)$ (the margin event's tolerance) before the time $N$ falls
-        through zero; a fixed-step integrator at the start of the step across it. Asked there,
-        on the step's own state, the normal force costs one evaluation of the right-hand side
-        per step and one copy of it in the compiled program (an event function is compiled
-        three times: at `t0`, after each step and in its root finder).
+    - `holds(t, y, args, rate)`: whether the plane pushes at `y` (relative normal force
+        $> 0$), asked by the guarded solver at the end of every step (`_engine.GuardedSolver`):
+        a step that ends where it would pull is refused and retried smaller, so the trajectory
+        stops within $\\varepsilon^{3/4}(1 + |t|)$ (the margin event's tolerance) before the time
+        $N$ falls through zero; a fixed-step integrator at the start of the step across it.
+        Asked there, on the step's own state, the normal force needs $a_R$ at the step's end,
+        which an FSAL Runge–Kutta method has already computed (its last stage, `rate`): then it
+        costs no evaluation of the right-hand side; other integrators (and a projected state)
+        evaluate it once more per step (`rate=None`), one more copy of it in the compiled
+        program (an event function is compiled three times: at `t0`, after each step and in
+        its root finder).
     - `event(dtype)`: the `diffrax.Event` of the margin less its tolerance (the contact point
         undefined), falling through zero, its time found by bisection on the dense output.
     """
@@ -75,8 +78,8 @@ class ContactWatch(eqx.Module):
     field: eqx.Module
     contact: AbstractContact
 
-    def holds(self, t, y, args) -> Bool[Array, ""]:
-        a = self.field(t, y, args).v
+    def holds(self, t, y, args, rate=None) -> Bool[Array, ""]:
+        a = (self.field(t, y, args) if rate is None else rate).v
         # NaN holds: a right-hand side not finite there is the solver's to refuse, not a lift-off
         return ~(relative_normal_force(self.contact, t, y, a) <= 0)
 

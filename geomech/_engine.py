@@ -19,6 +19,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 from jaxtyping import Array, Bool, PyTree
 
 from ._custom_types import Args, RealScalarLike, VectorField
+from ._geometry import end_rate
 
 # diffrax's marker "take this tolerance from the step-size controller", through its public API
 _USE_STEPSIZE_TOL = diffrax.with_stepsize_controller_tols(optx.Chord)().rtol
@@ -44,8 +45,10 @@ class GuardedSolver(diffrax.AbstractWrappedSolver):
         refuses, is rejected (error estimate `inf`, diffrax's convention for a failed step), so
         the controller retries a smaller step (an event then finds where the trajectory stops,
         e.g. a disk about to lie flat, `gm.Failure.contact_undefined`);
-    - a step that ends where the model no longer `holds(t1, y1, args)` (if given; a rolling
-        body whose plane would have to pull, `_contact.ContactWatch`) is refused likewise, so
+    - a step that ends where the model no longer `holds(t1, y1, args, rate)` (if given; a
+        rolling body whose plane would have to pull, `_contact.ContactWatch`; `rate` the
+        right-hand side at `y1` when the wrapped solver kept it, `_geometry.end_rate`, else
+        `None`) is refused likewise, so
         the steps shrink towards the time it fails; once such a step is no longer than
         $\\varepsilon^{3/4}(1 + |t|)$ (1.8e-12 in float64) the trajectory stops at its start, the
         last time the model held (`StopTime.failing`; `integrate` reports it as
@@ -117,7 +120,11 @@ class GuardedSolver(diffrax.AbstractWrappedSolver):
             y1 = self.project(t1, y1, args)
         bad = jnp.invert(all_finite((y1, y_error)))
         refused = bad if self.admissible is None else bad | ~self.admissible(y0, y1)
-        failing = jnp.array(False) if self.holds is None else ~bad & ~self.holds(t1, y1, args)
+        if self.holds is None:
+            failing = jnp.array(False)
+        else:  # with the right-hand side at y1 where the solver kept it (FSAL), not again
+            rate = None if self.project is not None else end_rate(self.solver, inner_state)
+            failing = ~bad & ~self.holds(t1, y1, args, rate)
         refused = refused | failing
         eps = jnp.finfo(jnp.result_type(t0, t1)).eps
         t_max = jnp.maximum(jnp.abs(t0), jnp.abs(t1))
@@ -171,9 +178,9 @@ class _Holding(eqx.Module):
     fn: Callable
     frozen: Bool[Array, ""] | bool = False
 
-    def __call__(self, t, y, args):
-        held = self.fn(*jax.lax.stop_gradient((t, y)), args)
-        return held | self.frozen
+    def __call__(self, t, y, args, rate):
+        t, y, rate = jax.lax.stop_gradient((t, y, rate))
+        return self.fn(t, y, args, rate) | self.frozen
 
 
 def _apply(fn, t, y, args):
@@ -499,7 +506,9 @@ def integrate(
         (`RawSolution.event_mask` says which).
     - `admissible`: optional `(y0, y1) -> bool` on ONE unbatched step: a step it refuses is
         rejected like a non-finite one (`GuardedSolver`).
-    - `holds`: optional `(t, y, args) -> bool` on ONE unbatched state: where the model holds. A
+    - `holds`: optional `(t, y, args, rate) -> bool` on ONE unbatched state: where the model
+        holds, given the right-hand side `rate` at `(t, y)` when the integrator kept it (an FSAL
+        Runge–Kutta method's last stage), else `None`. A
         trajectory stops at the last time it holds, with `result ==
         diffrax.RESULTS.event_occurred` (`GuardedSolver`); no derivative flows through it.
     - `skip`: optional booleans (`()` or `(B,)`): trajectories not to integrate (a failed

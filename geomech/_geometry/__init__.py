@@ -28,6 +28,7 @@ from ._integrator import (
 from ._integrator import (
     MuntheKaas as MuntheKaas,
 )
+from ._integrator import end_rate as end_rate
 from ._lie import SE2 as SE2
 from ._lie import SE3 as SE3
 from ._lie import SO3 as SO3

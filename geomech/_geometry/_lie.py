@@ -54,27 +54,31 @@ def quaternion_product(
     )
 
 
-def rotation_matrix(R: jaxlie.SO3) -> Float[Array, "*batch 3 3"]:
-    """The rotation matrix of the unit quaternion $(w, u)$ of `R`,
-    $(w^2 - |u|^2)\\,1 + 2uu^\\top + 2w\\hat u$ [Sola2017] (`R.as_matrix()`), written out entry
-    by entry: jaxlie forms it from 4 × 4 outer products, three times the arithmetic, and as
-    much again in each derivative."""
+def _rotation_rows(R: jaxlie.SO3) -> tuple[tuple[Float[Array, "*batch"], ...], ...]:
+    """The entries of the rotation matrix of the unit quaternion $(w, u)$ of `R`,
+    $(w^2 - |u|^2)\\,1 + 2uu^\\top + 2w\\hat u$ [Sola2017], row by row."""
     w, a, b, c = (R.wxyz[..., i] for i in range(4))
-    rows = (
+    return (
         (1 - 2 * (b * b + c * c), 2 * (a * b - w * c), 2 * (a * c + w * b)),
         (2 * (a * b + w * c), 1 - 2 * (a * a + c * c), 2 * (b * c - w * a)),
         (2 * (a * c - w * b), 2 * (b * c + w * a), 1 - 2 * (a * a + b * b)),
     )
-    return jnp.stack([jnp.stack(row, axis=-1) for row in rows], axis=-2)
+
+
+def rotation_matrix(R: jaxlie.SO3) -> Float[Array, "*batch 3 3"]:
+    """`R.as_matrix()` written out entry by entry (`_rotation_rows`): jaxlie forms it from 4 × 4
+    outer products, three times the arithmetic, and as much again in each derivative."""
+    return jnp.stack([jnp.stack(row, axis=-1) for row in _rotation_rows(R)], axis=-2)
 
 
 def rotate(R: jaxlie.SO3, x: Float[Array, "*batch 3"]) -> Float[Array, "*batch 3"]:
-    """$Rx$ (`R.apply(x)`) with the entries of `rotation_matrix`, summed entry by entry: they are
-    shared by every vector rotated with it, under `jax.jvp` and `jax.vmap` as well (a Jacobian's
-    lanes), where the quaternion sandwich $q\\,(0, x)\\,q^{-1}$ costs two Hamilton products per
-    vector; elementwise, its rounding does not depend on how a batch is split."""
-    Rm, x = rotation_matrix(R), x[..., None, :]
-    return Rm[..., 0] * x[..., 0] + Rm[..., 1] * x[..., 1] + Rm[..., 2] * x[..., 2]
+    """$Rx$ (`R.apply(x)`) from the entries of the rotation matrix (`_rotation_rows`), summed
+    entry by entry: they are shared by every vector rotated with it, under `jax.jvp` and
+    `jax.vmap` as well (a Jacobian's lanes), where the quaternion sandwich $q\\,(0, x)\\,q^{-1}$
+    costs two Hamilton products per vector; elementwise, its rounding does not depend on how a
+    batch is split."""
+    x0, x1, x2 = x[..., 0], x[..., 1], x[..., 2]
+    return jnp.stack([r0 * x0 + r1 * x1 + r2 * x2 for r0, r1, r2 in _rotation_rows(R)], axis=-1)
 
 
 def _series(
@@ -121,8 +125,10 @@ def _quadrature_right_jacobian(group: "AbstractLieGroup", psi: Float[Array, " n"
 def _unit_quaternion_to_second_order(theta: Float[Array, "3"]) -> Float[Array, "4"]:
     """$\\exp(\\theta) = (\\cos\\frac{|\\theta|}2, \\sin\\frac{|\\theta|}2\\,\\hat\\theta)$
     [Sola2017] to second order: $(1 - |\\theta|^2/8,\\ \\theta/2)$, a unit quaternion to
-    fourth order."""
-    return jnp.concatenate([(1 - (theta @ theta) / 8)[None], theta / 2])
+    fourth order. Elementwise (no contraction), so its rounding does not depend on how a batch
+    is split."""
+    t2 = theta[0] * theta[0] + theta[1] * theta[1] + theta[2] * theta[2]
+    return jnp.concatenate([(1 - t2 / 8)[None], theta / 2])
 
 
 def _unit_defect(x: Float[Array, "... k"]) -> Float[Array, "..."]:
