@@ -174,6 +174,34 @@ def test_integrator_on_the_manifold(manifold):
                             parts=StateParts(), name="simulate")
 
 
+def test_end_rate_is_the_right_hand_side_at_the_step_end(manifold):
+    """`end_rate` (what the guarded solver hands to a contact's `holds`) is the right-hand side at
+    the end point of a step, in the state's layout, for Tsit5 on every manifold (its FSAL stage,
+    re-centred by `MuntheKaas` on a group); `None` for a tableau that does not keep it."""
+    from geomech._geometry import end_rate
+    from geomech._integrate import StateParts
+
+    rng = np.random.default_rng(12)
+    y0 = gm.State(random_point(manifold, rng), tangent(manifold, rng))
+
+    def field(t, y, args):
+        size = 1.0 + 0.1 * jnp.sum(manifold.parameters(y.q) ** 2)
+        return gm.State(manifold.velocity_of_point(y.q, y.v), -jnp.sin(t) * size * y.v)
+
+    term = diffrax.ODETerm(field)
+    for tableau in (diffrax.Tsit5(), diffrax.Ralston()):
+        solver = manifold.integrator(tableau, adjoint=diffrax.RecursiveCheckpointAdjoint(),
+                                     parts=StateParts(), name="simulate")
+        state = solver.init(term, 0.3, 0.4, y0, None)
+        y1, _, _, state, _ = solver.step(term, 0.3, 0.4, y0, None, state, False)
+        rate = end_rate(solver, state)
+        if isinstance(tableau, diffrax.Ralston):
+            assert rate is None
+            continue
+        close(rate.v, field(0.4, y1, None).v, rtol=1e-14, atol=1e-15)
+        close(rate.q, y1.v, rtol=0, atol=0)  # the velocity (on a group: not of the stored point)
+
+
 def test_munthe_kaas_knows_diffrax_solver_state():
     """`MuntheKaas` re-centres the last stage of an FSAL tableau in diffrax's Runge–Kutta solver
     state `(first_step, f)` (`_integrator._recentre`): pinned to the diffrax releases checked

@@ -181,16 +181,17 @@ class MuntheKaas(AbstractWrappedSolver):
 
     def end_rate(self, solver_state: PyTree) -> PyTree | None:
         """The right-hand side at the end point of the step that left `solver_state` (an FSAL
-        tableau's last stage, re-centred there by `_recentre`) as a rate of `y`; `None` for
-        tableaus that do not keep it."""
+        tableau's last stage, re-centred there by `_recentre`), joined by `parts` from the
+        velocity $v$ (not $\\dot q$ of the stored point), its rate and the extra rates; `None`
+        for tableaus that do not keep it."""
         return None if solver_state is None else self.parts.join(*solver_state[1])
 
 
 def end_rate(solver: AbstractSolver, solver_state: PyTree) -> PyTree | None:
     """What `solver` keeps of the right-hand side at the end of the step that left
     `solver_state`: an explicit FSAL Runge–Kutta method's last stage, $f(t_1, y_1)$ (diffrax's
-    layout `(first_step, f1)`, `DIFFRAX_SOLVER_STATE`), also through `MuntheKaas`; `None` for
-    any other solver."""
+    layout `(first_step, f1)`, `DIFFRAX_SOLVER_STATE`), also through `MuntheKaas` (whose point
+    part is the velocity); `None` for any other solver."""
     if isinstance(solver, MuntheKaas):
         return solver.end_rate(solver_state)
     if isinstance(solver, AbstractERK) and solver_state is not None:
