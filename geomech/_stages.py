@@ -10,7 +10,6 @@ import dataclasses
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, Float
 
@@ -171,8 +170,8 @@ class Stages(eqx.Module):
         Solved in the least-squares sense by a QR factorisation, so $R$ may contain redundant rows
         as long as the stacked system is consistent (used by Kane-type and Gibbs–Appell solvers).
         """
-        Qf, Rf = jnp.linalg.qr(jnp.concatenate([R, self.A]))
-        return jsl.solve_triangular(Rf, Qf.T @ jnp.concatenate([r, self.b]), lower=False)
+        Qf, Rf = la.qr(jnp.concatenate([R, self.A]))
+        return la.solve_upper(Rf, Qf.T @ jnp.concatenate([r, self.b]))
 
     def solve_saddle(
         self, H: Float[Array, "n n"], P: Float[Array, "k n"], r: Float[Array, " n"]

@@ -557,6 +557,33 @@ def test_accelerations_and_their_jacobians_at_small_and_large_n(n):
             assert_rows_close(jac[:, i, :, j], fd[:, i], 1e-6, msg, floor=1.0)
 
 
+@pytest.mark.parametrize("shape", [(5, 2), (2, 5), (7, 7), (4, 1), (9, 3)])
+def test_small_qr_is_lapacks(shape):
+    """`_linalg.qr` (Householder reflections, unrolled where both sides are at most `_SMALL`)
+    gives LAPACK's factors to round-off, signs included, reduced and complete, also for columns
+    with nothing below the diagonal; and a least-squares solve by it LAPACK's, with derivatives."""
+    from geomech import _linalg as la
+
+    rng = np.random.default_rng(sum(shape))
+    X = jnp.asarray(rng.normal(size=shape))
+    structured = X.at[1:, 0].set(0.0).at[2:, 1].set(0.0) if min(shape) > 1 else X
+    qr = jax.jit(la.qr, static_argnums=1)
+    for M in (X, structured, -structured):
+        for complete in (False, True):
+            mine = qr(M, complete)
+            lapack = jnp.linalg.qr(M, mode="complete" if complete else "reduced")
+            for a, b in zip(mine, lapack, strict=True):
+                assert a.shape == b.shape
+                np.testing.assert_allclose(a, b, rtol=0, atol=1e-14)
+    # and through it a least-squares solve with its derivatives (`Stages.solve_with_constraints`)
+    y = jnp.asarray(rng.normal(size=shape[0]))
+    mine = lambda M: la.solve_upper(*(lambda Q, R: (R, Q.T @ y))(*la.qr(M)))
+    lapack = lambda M: jnp.linalg.lstsq(M, y)[0]
+    if shape[0] >= shape[1]:
+        for d in (lambda f: f, jax.jacfwd, jax.jacrev):
+            np.testing.assert_allclose(jax.jit(d(mine))(X), d(lapack)(X), rtol=1e-11, atol=1e-12)
+
+
 def test_kane_bases_are_the_documented_constructions():
     """`Kane().W_basis` is an $M$-orthonormal basis of $\\mathcal{W}$ (Observation 12);
     `Kane(construction="bracket").W_basis` is the basis $\\Gamma(b_i)$ of $\\mathcal{W}$ with

@@ -3,9 +3,9 @@ from typing import ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 from jaxtyping import Array, Float
 
+from .. import _linalg as la
 from .._linalg import min_singular_value, rank_tolerance, unit_rows
 from .._stages import Stages
 from ._base import AbstractSolver
@@ -43,8 +43,8 @@ def bracket_basis(stages: Stages) -> tuple[Float[Array, "n m"], Float[Array, "n 
     b = stages.M_orthonormalize(stages.D_basis)  # [,] = <,>_M on D, (4.1)
     E = stages.W_basis
     # Π_D|_W : W -> D is an isomorphism (Observation 13); Γ(b_i) ∈ W with Π_D Γ(b_i) = b_i
-    Qf, Rf = jnp.linalg.qr(stages.project_D(E))
-    gamma_b = E @ jsl.solve_triangular(Rf, Qf.T @ b, lower=False)
+    Qf, Rf = la.qr(stages.project_D(E))
+    gamma_b = E @ la.solve_upper(Rf, Qf.T @ b)
     beta = stages.solve_M(stages.C.T)  # W^⊥ = M⁻¹ W^0 (Lemma 2)
     return b, jnp.concatenate([gamma_b, beta], axis=1)
 
