@@ -142,7 +142,11 @@ class Stages(eqx.Module):
 
     @property
     def bracket(self) -> Float[Array, "n n"]:
-        """The Gram matrix $G$ of $[\\cdot,\\cdot]$ (4.1): $\\Pi_D^\\top M \\Pi_D + (I-\\Pi_D)^\\top M (I-\\Pi_D)$."""
+        """The Gram matrix $G$ of $[\\cdot,\\cdot]$ (4.1): $\\Pi_D^\\top M \\Pi_D + \\Pi_{W^\\perp}^\\top M
+        \\Pi_{W^\\perp}$; $M$ itself for ideal constraints ($\\mathcal{W} = \\mathcal{D}$, Observation 8:
+        $\\Pi_{W^\\perp} = I - \\Pi_D$ and $M\\Pi_D$ is symmetric, so the sum is $M\\Pi_D + M(I - \\Pi_D)$)."""
+        if self.ideal:
+            return self.M
         P, R = self.Pi_D, self.Pi_Wperp
         return P.T @ self.M @ P + R.T @ self.M @ R
 

@@ -350,16 +350,20 @@ def test_prop4_gauss_minimality(name):
 )
 def test_observation8_cetaev(name, ideal):
     """Observation 8: the classical Gauss minimizer (M-norm) is $X_R$ iff $\\mathcal{W} = \\mathcal{D}$,
-    and $[,] = \\langle,\\rangle_M$ exactly then."""
+    and $[,] = \\langle,\\rangle_M$ exactly then: the Gram matrix of (4.1) formed from the
+    projections, which `Stages.bracket` is (and which it skips for ideal constraints)."""
     stages, a_R, _ = solved(name)
     a_M, _ = stages.solve_saddle(stages.M, stages.A, stages.Q)  # argmin ||a - a_U||_M on A a = b
     assert_rel_close(stages.A @ a_M, stages.b)
+    P, R, M = stages.Pi_D, stages.Pi_Wperp, stages.M
+    G = P.T @ M @ P + R.T @ M @ R  # (4.1)
+    assert_rel_close(stages.bracket, G)
     if ideal:
         assert_rel_close(a_M, a_R)
-        assert_rel_close(stages.bracket, stages.M)
+        assert_rel_close(G, M)
     else:
         assert float(jnp.linalg.norm(a_M - a_R)) > 1e-3 * float(jnp.linalg.norm(a_R))
-        assert float(jnp.linalg.norm(stages.bracket - stages.M)) > 1e-3 * float(jnp.linalg.norm(stages.M))
+        assert float(jnp.linalg.norm(G - M)) > 1e-3 * float(jnp.linalg.norm(M))
 
 
 @pytest.mark.parametrize("name", ["random_generalized", "random_known_work", "random_time_dependent"])
