@@ -34,7 +34,7 @@ def min_singular_value(S: Float[Array, "k m"]) -> Float[Array, ""]:
 # Dense kernels for small matrices, written in plain jnp ops and unrolled. Under `vmap` they become
 # elementwise work over the batch, whereas XLA on CPU runs a batch of LAPACK calls (cholesky,
 # triangular_solve, geqrf) one matrix at a time; for n <= _SMALL they are faster (`qr`: Kane's
-# and Gibbs–Appell's rattleback steps 1.7x faster, docs/performance.md; an LU solve replaced by
+# and Gibbs–Appell's rattleback steps 1.6x faster, docs/performance.md; an LU solve replaced by
 # `qr` was not, so `jnp.linalg.solve` stays). Larger matrices use LAPACK.
 _SMALL = 8
 
@@ -86,20 +86,24 @@ def qr(
     m, n = X.shape
     if max(m, n) > _SMALL:
         return jnp.linalg.qr(X, mode="complete" if complete else "reduced")
-    R, Q = X, jnp.eye(m, dtype=X.dtype)
-    for j in range(min(m - 1, n)):
-        alpha, below = R[j, j], R[j + 1 :, j]
+    rows, cols = jnp.arange(m), jnp.arange(n)
+
+    def reflect(j, RQ):  # on full-size arrays with zeros above row j: one loop body to compile
+        R, Q = RQ
+        column = R[:, j]
+        alpha, below = column[j], jnp.where(rows > j, column, 0.0)
         s = below @ below
         nonzero = s > 0  # else H = I (LAPACK's tau = 0)
         norm = jnp.sqrt(alpha * alpha + jnp.where(nonzero, s, 1.0))
         beta = -jnp.where(alpha >= 0, norm, -norm)
-        # H = I - tau w wᵀ with w = (1, below / (alpha - beta)), tau = (beta - alpha) / beta
-        scale = jnp.where(nonzero, alpha - beta, 1.0)
-        w = jnp.concatenate([jnp.ones((1,), X.dtype), below / scale])
+        # H = I - tau w wᵀ with w = (1, below / (alpha - beta)) from row j, tau = (beta - alpha) / beta
+        w = jnp.where(rows == j, 1.0, below / jnp.where(nonzero, alpha - beta, 1.0))
         tau = jnp.where(nonzero, (beta - alpha) / jnp.where(nonzero, beta, 1.0), 0.0)
-        R = R.at[j:, :].add(-tau * jnp.outer(w, w @ R[j:, :]))
-        R = R.at[j + 1 :, j].set(0.0)  # exactly (the reflection's round-off below the diagonal)
-        Q = Q.at[:, j:].add(-tau * jnp.outer(Q[:, j:] @ w, w))
+        R = R - tau * jnp.outer(w, w @ R)
+        R = jnp.where((rows[:, None] > j) & (cols[None, :] == j), 0.0, R)  # exactly, below the diagonal
+        return R, Q - tau * jnp.outer(Q @ w, w)
+
+    R, Q = jax.lax.fori_loop(0, min(m - 1, n), reflect, (X, jnp.eye(m, dtype=X.dtype)))
     if complete or m <= n:
         return Q, R
     return Q[:, :n], R[:n, :]
