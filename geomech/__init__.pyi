@@ -128,6 +128,7 @@ from ._symmetry import (
 from ._sympy import SympyFunction as SympyFunction
 from ._sympy import from_sympy as from_sympy
 from ._system import AbstractBodiesLagrangian as AbstractBodiesLagrangian
+from ._system import AbstractBodyFrameLagrangian as AbstractBodyFrameLagrangian
 from ._system import LagrangianSystem as LagrangianSystem
 from ._system_integrator import AbstractSystemIntegrator as AbstractSystemIntegrator
 from ._udwadia_kalaba import udwadia_kalaba as udwadia_kalaba

@@ -125,6 +125,35 @@ class _BodiesInChart(AbstractBodiesLagrangian):
         return self.lagrangian.potential(self.chart.point_to_second_order(q))
 
 
+class AbstractBodyFrameLagrangian(AbstractBodiesLagrangian):
+    """A bodies Lagrangian on a group whose velocity $v$ is the body velocity, with each body's
+    centre-of-mass velocity and angular velocity, in the body's own axes, a function of $v$ alone:
+    $u_b = R_b\\,\\bar u_b(v)$ with $R_b$ turning at $\\omega_b(v)$ (`body_velocities`) — a
+    left-invariant kinetic energy, as of one body on SO(3) or SE(3) (`gm.RigidBody.lagrangian`),
+    in a uniform field of gravity, $U = -\\sum_b m_b\\, g\\cdot x_b$ with $x_b$ the centres of
+    mass. Kane's equations then read in the body axes, the Newton–Euler equations with no
+    derivative of the attitude (`BodyFrameForm`)."""
+
+    @abc.abstractmethod
+    def body_velocities(self, v) -> tuple[Float[Array, "b 3"], Float[Array, "b 3"]]:
+        """$(\\bar u_b, \\omega_b)$, each in its body's axes, linear in $v$."""
+
+    @abc.abstractmethod
+    def body_gravity(self, q) -> Float[Array, "b 3"]:
+        """The field $g$ in each body's axes, $R_b^\\top g$ (`potential` is its potential)."""
+
+
+class _BodyFrameInChart(_BodiesInChart, AbstractBodyFrameLagrangian):
+    """An `AbstractBodyFrameLagrangian` written in a chart (`BodyFrameForm.pull`): the chart's
+    velocity is the body velocity, so the velocities in the body's axes are the Lagrangian's own."""
+
+    def body_velocities(self, v):
+        return self.lagrangian.body_velocities(v)
+
+    def body_gravity(self, q):
+        return self.lagrangian.body_gravity(self.chart.point_to_second_order(q))
+
+
 class AbstractForm(eqx.Module):
     """How $M$ and $Q$ of a Lagrangian are found: chosen once, by the Lagrangian's type, when
     the system is built (`LagrangianSystem.form`)."""
@@ -185,14 +214,48 @@ class BodiesForm(AbstractForm):
 
     def mass_times(self, system, t, q, v, seeds):
         L = system.lagrangian
-        B, W = jax.jacfwd(lambda v_: L.velocities(q, v_))(v)
-        M = jnp.einsum("b,bin,bim->nm", L.masses(), B, B)
-        M = M + jnp.einsum("bin,bij,bjm->nm", W, L.inertias(), W)
-        return M if seeds is None else seeds @ M
+        return _kane_mass(L, *jax.jacfwd(lambda v_: L.velocities(q, v_))(v), seeds)
+
+
+class BodyFrameForm(AbstractForm):
+    """An `AbstractBodyFrameLagrangian`: Kane's equations in the bodies' axes
+    [KaneLevinson1985], with $\\bar u_b = \\bar B_b v$, $\\omega_b = W_b v$ (constant
+    $\\bar B_b$, $W_b$): $M = \\sum_b m_b \\bar B_b^\\top \\bar B_b + W_b^\\top I_b W_b$ and
+    $Q = -\\sum_b m_b \\bar B_b^\\top(\\omega_b\\times\\bar u_b) + W_b^\\top(\\omega_b \\times
+    I_b\\omega_b) - \\partial U/\\partial q + F^e$: a body's centre of mass accelerates by
+    $R_b(\\dot{\\bar u}_b + \\omega_b\\times\\bar u_b)$, and $\\dot{\\bar u}_b = 0$ at $a = 0$;
+    gravity's part of $-\\partial U/\\partial q$ is its force on the partial velocities,
+    $\\sum_b m_b \\bar B_b^\\top R_b^\\top g$ (Kane's generalized active force)."""
+
+    def pull(self, lagrangian, chart, time_dependent):
+        return _BodyFrameInChart(lagrangian, chart)
+
+    def force(self, system, t, q, v):
+        L = system.lagrangian
+        (u, w), transpose = jax.vjp(L.body_velocities, v)  # the transpose of (B̄, W)
+        m, I = L.masses(), L.inertias()
+        Iw = jnp.einsum("bij,bj->bi", I, w)
+        linear = m[:, None] * (jnp.cross(w, u) - L.body_gravity(q))
+        (inertia,) = transpose((linear.astype(u.dtype), jnp.cross(w, Iw).astype(w.dtype)))
+        return -inertia + system.external_force(t, q, v)
+
+    def mass_times(self, system, t, q, v, seeds):
+        L = system.lagrangian
+        return _kane_mass(L, *jax.jacfwd(L.body_velocities)(v), seeds)
+
+
+def _kane_mass(L: AbstractBodiesLagrangian, B, W, seeds):
+    """$M = \\sum_b m_b B_b^\\top B_b + W_b^\\top I_b W_b$ from the partial velocities `B`, `W`
+    `(b, 3, n)` (times `seeds`, `BodiesForm.mass_times`)."""
+    M = jnp.einsum("b,bin,bim->nm", L.masses(), B, B)
+    M = M + jnp.einsum("bin,bij,bjm->nm", W, L.inertias(), W)
+    return M if seeds is None else seeds @ M
 
 
 def form_of(lagrangian) -> AbstractForm:
     """The form of `lagrangian` (chosen once, `LagrangianSystem`)."""
+    if isinstance(lagrangian, AbstractBodyFrameLagrangian):
+        return BodyFrameForm()
     return BodiesForm() if isinstance(lagrangian, AbstractBodiesLagrangian) else AutodiffForm()
 
 
@@ -267,7 +330,7 @@ class LagrangianSystem(eqx.Module):
     def __check_init__(self):
         if not callable(self.lagrangian):
             raise TypeError("lagrangian must be a callable L(q, v) (or L(t, q, v)).")
-        if self.time_dependent and isinstance(self.form, BodiesForm):
+        if self.time_dependent and isinstance(self.lagrangian, AbstractBodiesLagrangian):
             raise TypeError(
                 "a bodies Lagrangian (gm.RigidBody.lagrangian, gm.RollingBody) is L(q, v); with "
                 "time_dependent=True every user function takes t first: give the time-dependent "

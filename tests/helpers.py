@@ -61,6 +61,27 @@ def accelerations(system, states, named: dict[str, gm.AbstractSolver], t=0.0) ->
     return _every_acceleration(system, named, states, jnp.asarray(t, float))
 
 
+# -- bodies -----------------------------------------------------------------------------------------
+class GeneralBodies(gm.AbstractBodiesLagrangian):
+    """A bodies Lagrangian read through its spatial velocities and potential only: Kane's
+    equations from their first derivatives (`BodiesForm`, $-\\partial U/\\partial q$ by autodiff),
+    whatever faster form the Lagrangian itself takes."""
+
+    lagrangian: gm.AbstractBodiesLagrangian
+
+    def masses(self):
+        return self.lagrangian.masses()
+
+    def inertias(self):
+        return self.lagrangian.inertias()
+
+    def velocities(self, q, v):
+        return self.lagrangian.velocities(q, v)
+
+    def potential(self, q):
+        return self.lagrangian.potential(q)
+
+
 # -- states and assertions -------------------------------------------------------------------------
 def pendulum_state(theta, omega, l=1.0) -> gm.State:
     """The Cartesian pendulum's bob at `theta` from the downward x axis, turning at `omega` (on C);

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import jaxlie
 import numpy as np
 import pytest
-from helpers import accelerations, solvers
+from helpers import GeneralBodies, accelerations, solvers
 
 import geomech as gm
 
@@ -146,28 +146,35 @@ def _random_point(manifold, rng):
 
 
 @pytest.mark.parametrize(
-    "manifold",
-    [gm.SO3(), gm.SE3(), gm.Product(gm.SO3(), gm.Euclidean(3))],
+    "manifold, form",
+    [
+        (gm.SO3(), "BodyFrameForm"),
+        (gm.SE3(), "BodyFrameForm"),
+        (gm.Product(gm.SO3(), gm.Euclidean(3)), "BodiesForm"),
+    ],
     ids=["SO3", "SE3", "SO3xR3"],
 )
-def test_kane_form_of_a_body_equals_the_general_path(manifold):
-    """A `RigidBody`'s Lagrangian takes Kane's equations (`BodiesForm`: $M$, $Q$ from first
-    derivatives of the bodies' velocities); the same $L$ as an arbitrary function takes the
-    general path (second derivatives by autodiff). Every solver's acceleration agrees to
-    round-off, with a random nonholonomic constraint and an external force."""
+def test_kane_form_of_a_body_equals_the_general_path(manifold, form):
+    """A `RigidBody`'s Lagrangian takes Kane's equations: in the body's axes on SO(3) and SE(3),
+    where its kinetic energy is left-invariant (`BodyFrameForm`: $M$, $Q$ with no derivative
+    of the attitude), from first derivatives of its spatial velocities otherwise (`BodiesForm`);
+    the same $L$ read through its spatial velocities takes `BodiesForm`, and as an arbitrary
+    function the general path (second derivatives by autodiff). Every solver's acceleration
+    agrees to round-off, with a random nonholonomic constraint and an external force."""
     rng = np.random.default_rng(7)
     body = random_body(rng)
     L = body.lagrangian(manifold, G)
     n = 3 if isinstance(manifold, gm.SO3) else 6
     rows = jnp.asarray(rng.normal(size=(2, n)))
     force = lambda q, v: -0.3 * v
-    fast, general = (
+    fast, spatial, general = (
         gm.LagrangianSystem(
             lag, force=force, constraint=gm.LinearConstraint(lambda q: rows), manifold=manifold
         )
-        for lag in (L, lambda q, v: L(q, v))
+        for lag in (L, GeneralBodies(L), lambda q, v: L(q, v))
     )
-    assert type(fast.form).__name__ == "BodiesForm"
+    assert type(fast.form).__name__ == form
+    assert type(spatial.form).__name__ == "BodiesForm"
     assert type(general.form).__name__ == "AutodiffForm"
     on_D = lambda v: v - rows.T @ jnp.linalg.solve(rows @ rows.T, rows @ v)  # A v = 0
     states = [
@@ -175,9 +182,11 @@ def test_kane_form_of_a_body_equals_the_general_path(manifold):
         for _ in range(3)
     ]
     named = solvers()
-    a_fast, a_general = accelerations(fast, states, named), accelerations(general, states, named)
-    for name in named:
-        scale = np.abs(a_general[name]).max()
-        np.testing.assert_allclose(
-            a_fast[name], a_general[name], rtol=0, atol=1e-12 * scale, err_msg=name
-        )
+    a_general = accelerations(general, states, named)
+    for system in (fast, spatial):
+        a = accelerations(system, states, named)
+        for name in named:
+            scale = np.abs(a_general[name]).max()
+            np.testing.assert_allclose(
+                a[name], a_general[name], rtol=0, atol=1e-12 * scale, err_msg=name
+            )

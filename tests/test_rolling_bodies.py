@@ -247,6 +247,26 @@ def test_turntable_ball_every_solver_agrees():
         )
 
 
+@pytest.mark.parametrize("cls", [gmm.Rattleback, gmm.RollingDiskSO3])
+def test_kane_form_equals_the_general_path(cls):
+    """A rolling body's Lagrangian takes Kane's equations (`BodiesForm`); the same $L$ as an
+    arbitrary function takes the general path (autodiff): the accelerations agree to round-off
+    at random states on C (one solver: the forms give $M$ and $Q$, which every solver shares;
+    tests/test_rigid_body.py compares the forms with every solver)."""
+    rng = np.random.default_rng(8)
+    body = cls().rolling_body()
+    fast = body.system()
+    general = eqx.tree_at(
+        lambda s: (s.lagrangian, s.form), fast,
+        (lambda q, v: body.lagrangian(q, v), gm.LagrangianSystem(body.lagrangian).form),
+    )
+    assert [type(s.form).__name__ for s in (fast, general)] == ["BodiesForm", "AutodiffForm"]
+    states = _states_on_c(body, rng, 3)
+    named = {"projection": gm.Projection()}
+    a_fast, a_general = (every_acceleration(s, states, named)["projection"] for s in (fast, general))
+    np.testing.assert_allclose(a_fast, a_general, rtol=0, atol=1e-12 * np.abs(a_general).max())
+
+
 # -- the models over time: integrals and closed forms -----------------------------------------
 
 

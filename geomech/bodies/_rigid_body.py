@@ -19,7 +19,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._checks import as_real_array, concrete
 from .._geometry import SE3, SO3, AbstractManifold, Euclidean, Product, rotate
-from .._system import AbstractBodiesLagrangian
+from .._system import AbstractBodiesLagrangian, AbstractBodyFrameLagrangian
 
 GRAVITY = (0.0, 0.0, -9.81)
 
@@ -167,17 +167,24 @@ class AbstractBodyLagrangian(AbstractBodiesLagrangian):
         return self.body.inertia[None]
 
 
-class PivotedBodyLagrangian(AbstractBodyLagrangian):
+class PivotedBodyLagrangian(AbstractBodyLagrangian, AbstractBodyFrameLagrangian):
     """On SO(3): $q = R$, $v = \\omega$, the body frame's origin a fixed pivot:
     $u = R(\\omega \\times c)$, $U = -m\\,g\\cdot Rc$."""
 
     body: RigidBody
     gravity: Float[Array, "3"]
 
+    def body_velocities(self, v: Float[Array, "3"]) -> tuple[Float[Array, "1 3"], Float[Array, "1 3"]]:
+        return jnp.cross(v, self.body.centre_of_mass)[None], v[None]
+
     def velocities(
         self, q: jaxlie.SO3, v: Float[Array, "3"]
     ) -> tuple[Float[Array, "1 3"], Float[Array, "1 3"]]:
-        return rotate(q, jnp.cross(v, self.body.centre_of_mass))[None], v[None]
+        u, w = self.body_velocities(v)
+        return rotate(q, u[0])[None], w
+
+    def body_gravity(self, q: jaxlie.SO3) -> Float[Array, "1 3"]:
+        return rotate(q.inverse(), self.gravity)[None]
 
     def potential(self, q: jaxlie.SO3) -> Float[Array, ""]:
         return self.body.potential_energy(q, None, self.gravity)
@@ -200,19 +207,25 @@ class FreeBodyLagrangian(AbstractBodyLagrangian):
         return self.body.potential_energy(q[0], q[1], self.gravity)
 
 
-class SE3BodyLagrangian(AbstractBodyLagrangian):
+class SE3BodyLagrangian(AbstractBodyLagrangian, AbstractBodyFrameLagrangian):
     """On SE(3): $q$ a `jaxlie.SE3`, $v = (V, \\omega)$ the body twist (linear, angular):
     $u = R(V + \\omega \\times c)$, $U = -m\\,g\\cdot(x + Rc)$."""
 
     body: RigidBody
     gravity: Float[Array, "3"]
 
+    def body_velocities(self, v: Float[Array, "6"]) -> tuple[Float[Array, "1 3"], Float[Array, "1 3"]]:
+        V, omega = v[:3], v[3:]
+        return (V + jnp.cross(omega, self.body.centre_of_mass))[None], omega[None]
+
     def velocities(
         self, q: jaxlie.SE3, v: Float[Array, "6"]
     ) -> tuple[Float[Array, "1 3"], Float[Array, "1 3"]]:
-        V, omega = v[:3], v[3:]
-        u = rotate(q.rotation(), V + jnp.cross(omega, self.body.centre_of_mass))
-        return u[None], omega[None]
+        u, w = self.body_velocities(v)
+        return rotate(q.rotation(), u[0])[None], w
+
+    def body_gravity(self, q: jaxlie.SE3) -> Float[Array, "1 3"]:
+        return rotate(q.rotation().inverse(), self.gravity)[None]
 
     def potential(self, q: jaxlie.SE3) -> Float[Array, ""]:
         return self.body.potential_energy(q.rotation(), q.translation(), self.gravity)
