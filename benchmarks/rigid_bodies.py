@@ -8,15 +8,17 @@ SO(3) × ℝ² (`gm.models.RollingDiskSO3`) against the Euler-angle disk (`gm.mo
     python benchmarks/rigid_bodies.py --models rattleback --batches 1 256 --solvers projection
     python benchmarks/rigid_bodies.py --all-solvers-max-batch 256   # B = 1024: Projection only
 
-Protocol: float64, `diffrax.Tsit5()` with `PIDController(rtol=1e-8, atol=1e-8)` on
-both sides, t ∈ [0, `--t1`] (5), saving the final state. For every model and batch size B (1: one
-unbatched trajectory; otherwise B nearby initial states on the constraint manifold, from the
-model's `initial_state` under `jax.vmap`): geomech's `gm.simulate(..., solver=S, throw=False)` for
-each solver S, and the hand-written right-hand sides integrated by `diffrax.diffeqsolve` under
-`jax.jit` (+ `jax.vmap`). Every program is called once (`first_call_s`, compile included), then
-rounds call all of them in turn (interleaved) and the minimum is kept: `--repeat` rounds (5), or
-fewer, but at least `--min-rounds` (2), once the rounds of one model and B have taken
-`--round-budget-s` (no limit by default; `rounds` says how many were done).
+Protocol: float64, `diffrax.Tsit5()` with `PIDController(rtol=1e-8, atol=1e-8)` on both sides, t ∈
+[0, `--t1`] (5), saving the final state. For every model and batch size B (1: one unbatched
+trajectory; otherwise B nearby initial states on the constraint manifold, from the model's
+`initial_state` under `jax.vmap`): geomech's `gm.simulate(..., solver=S, throw=False)` for each
+solver S (at B = 1 also inside the caller's `jax.jit`, "S (in jit)": the per-step cost without the
+front end's checks on the host, about 1 ms a call), and the hand-written right-hand sides
+integrated by `diffrax.diffeqsolve` under `jax.jit` (+ `jax.vmap`). Every program is called once
+(`first_call_s`, compile included), then rounds call all of them in turn (interleaved) and the
+minimum is kept: `--repeat` rounds (5), or fewer, but at least `--min-rounds` (2), once the rounds
+of one model and B have taken `--round-budget-s` (no limit by default; `rounds` says how many were
+done).
 
 Printed per model and B: for each side the best wall time, mean steps per trajectory and
 µs per trajectory-step (wall / (B × mean steps)); for each solver the ratios geomech / best hand
@@ -72,20 +74,22 @@ def _final(states):
     return jax.tree_util.tree_map(lambda a: a[..., -1, :], states)
 
 
-def geomech_program(system, y0, t1, solver):
-    """A call of `gm.simulate` as a user writes it (geomech compiles it on the first call)."""
+def geomech_program(system, y0, t1, solver, within_jit=False):
+    """A call of `gm.simulate` as a user writes it (geomech compiles it on the first call); with
+    `within_jit`, the same call inside the caller's `jax.jit` (as in a jitted loss), without the
+    front end's checks on the host at every call."""
     import diffrax
+    import jax
 
     import geomech as gm
 
-    def run():
-        sol = gm.simulate(
-            system, y0, 0.0, t1, solver=solver, rtol=RTOL, atol=ATOL,
-            saveat=diffrax.SaveAt(t1=True), throw=False,
-        )
-        return block(sol)
-
-    return run
+    simulate = lambda y0: gm.simulate(
+        system, y0, 0.0, t1, solver=solver, rtol=RTOL, atol=ATOL,
+        saveat=diffrax.SaveAt(t1=True), throw=False,
+    )
+    if within_jit:
+        simulate = jax.jit(simulate)
+    return lambda: block(simulate(y0))
 
 
 def hand_program(rhs, y0, t1, batched, tol=RTOL):
@@ -160,6 +164,8 @@ def model_rows(name, batch, solver_names, t1, timing, key, reference_tol):
     programs = {f"hand:{v}": hand_program(h.rhs, y0_hand, t1, batched) for v, h in hands.items()}
     for s, solver in solvers(solver_names).items():
         programs[f"geomech:{s}"] = geomech_program(system, y0, t1, solver)
+        if not batched:  # one trajectory: the front end's fixed cost per call shows; without it
+            programs[f"geomech-jit:{s}"] = geomech_program(system, y0, t1, solver, within_jit=True)
     res = interleaved(programs, **timing)
 
     out = {"B": batch, "rounds": len(res[next(iter(programs))][1]), "hand": {}, "geomech": {}}
@@ -176,8 +182,11 @@ def model_rows(name, batch, solver_names, t1, timing, key, reference_tol):
     hand, y1_best = out["hand"][best], res[f"hand:{best}"][2][0]
     for v in hands:
         out["hand"][v]["difference_from_best_t1"] = H.state_differences(res[f"hand:{v}"][2][0], y1_best)
-    for s in solver_names:
-        first, runs, sol = res[f"geomech:{s}"]
+    labels = {s: f"geomech:{s}" for s in solver_names}
+    if not batched:
+        labels |= {f"{s} (in jit)": f"geomech-jit:{s}" for s in solver_names}
+    for s, program in labels.items():
+        first, runs, sol = res[program]
         ok = sol.result == diffrax.RESULTS.successful
         row = _figures(first, runs, sol.stats["num_steps"], batch, ok)
         y1 = _to_hand(first_hand.to_hand, _final(sol.states), batched)

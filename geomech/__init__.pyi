@@ -31,6 +31,9 @@ from ._constraint import (
     AbstractConstraint as AbstractConstraint,
 )
 from ._constraint import (
+    AbstractRatedField as AbstractRatedField,
+)
+from ._constraint import (
     Constraint as Constraint,
 )
 from ._constraint import (
@@ -129,6 +132,7 @@ from ._sympy import SympyFunction as SympyFunction
 from ._sympy import from_sympy as from_sympy
 from ._system import AbstractBodiesLagrangian as AbstractBodiesLagrangian
 from ._system import AbstractBodyFrameLagrangian as AbstractBodyFrameLagrangian
+from ._system import AbstractExplicitBodiesLagrangian as AbstractExplicitBodiesLagrangian
 from ._system import LagrangianSystem as LagrangianSystem
 from ._system_integrator import AbstractSystemIntegrator as AbstractSystemIntegrator
 from ._udwadia_kalaba import udwadia_kalaba as udwadia_kalaba

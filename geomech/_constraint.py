@@ -127,6 +127,13 @@ class AbstractConstraint(eqx.Module):
         """This constraint written in `chart` (`AbstractChart.system`): its functions read at
         the chart's point, a constraint on the chart coordinates and the same velocities."""
 
+    @abc.abstractmethod
+    def closed_form(self) -> Callable | None:
+        """`(t, q, v) -> (phi, A, b)`: $\\phi$, $A = \\partial\\phi/\\partial v$ and
+        $b = -(\\partial\\phi/\\partial q\\, v + \\partial_t\\phi)$ (Lemma 1) without
+        differentiation, where the constraint knows them; else `None` (the stages then
+        differentiate `residual`)."""
+
     @staticmethod
     def stack(constraints: Sequence["AbstractConstraint"]) -> "StackedConstraint":
         """Combine several constraints into one; their rows are concatenated in order."""
@@ -181,6 +188,9 @@ class Constraint(_AbstractUserConstraint):
     def affine_in_v(self) -> bool:
         return False
 
+    def closed_form(self) -> None:
+        return None
+
     def localized(self, chart: AbstractChart) -> AbstractConstraint:
         td = self.time_dependent
         return Constraint(chart.pull(self.phi, td), time_dependent=td)
@@ -221,6 +231,9 @@ class HolonomicConstraint(_AbstractUserConstraint):
     def affine_in_v(self) -> bool:
         return True
 
+    def closed_form(self) -> None:
+        return None
+
     def localized(self, chart: AbstractChart) -> AbstractConstraint:
         return _HolonomicInChart(self.h, chart, self.time_dependent)
 
@@ -260,6 +273,9 @@ class _HolonomicInChart(AbstractConstraint):
     def affine_in_v(self) -> bool:
         return True
 
+    def closed_form(self) -> None:
+        return None
+
     def bind_time(self, time_dependent: bool) -> "_HolonomicInChart":
         return self  # bound when written in the chart
 
@@ -271,6 +287,35 @@ class _HolonomicInChart(AbstractConstraint):
     ) -> Float[Array, " k"]:
         # h(q_{k+1}) = 0 at the end of the step ([MW] §3.5; RATTLE), q_{k+1} = q_k ⊕ Δq
         return self.position_residual(t0 + dt, q0 + dq)
+
+
+class AbstractRatedField(eqx.Module):
+    """A function of the point, $F(q)$ — a `LinearConstraint`'s $A(q)$ or $c(q)$ — that also
+    knows its rate $\\dot F$ along the motion through $q$ with the manifold's velocity $v$
+    (`rate`). A `LinearConstraint` of such fields (time-independent) has its $b = -(\\dot A v +
+    \\dot c)$ in closed form (`AbstractConstraint.closed_form`), e.g. rolling
+    (`gm.rolling_constraint`)."""
+
+    @abc.abstractmethod
+    def __call__(self, q: Vector) -> Float[Array, "..."]:
+        """$F(q)$."""
+
+    @abc.abstractmethod
+    def rate(self, q: Vector, v: Vector) -> Float[Array, "..."]:
+        """$\\dot F$ along the motion through `q` with velocity `v`, shaped like $F(q)$."""
+
+
+class _RatedInChart(AbstractRatedField):
+    """An `AbstractRatedField` read at the points of `chart` (`LinearConstraint.localized`)."""
+
+    field: AbstractRatedField
+    chart: AbstractChart
+
+    def __call__(self, x: Vector) -> Float[Array, "..."]:
+        return self.field(self.chart.point(x))
+
+    def rate(self, x: Vector, v: Vector) -> Float[Array, "..."]:
+        return self.field.rate(self.chart.point(x), v)
 
 
 class LinearConstraint(_AbstractUserConstraint):
@@ -315,8 +360,28 @@ class LinearConstraint(_AbstractUserConstraint):
     def localized(self, chart: AbstractChart) -> AbstractConstraint:
         # A(q ⊕ ψ) acting on the velocity itself (ψ̇ = v at ψ = 0, docs/lie_groups.md)
         td = self.time_dependent
-        c = None if self.c_of_q is None else chart.pull(self.c_of_q, td)
-        return LinearConstraint(chart.pull(self.A_of_q, td), c, time_dependent=td)
+        pull = (lambda f: _RatedInChart(f, chart)) if self._rated() else (
+            lambda f: chart.pull(f, td)
+        )
+        c = None if self.c_of_q is None else pull(self.c_of_q)
+        return LinearConstraint(pull(self.A_of_q), c, time_dependent=td)
+
+    def _rated(self) -> bool:
+        rated = lambda f: isinstance(f, AbstractRatedField)
+        return not self.time_dependent and rated(self.A_of_q) and (
+            self.c_of_q is None or rated(self.c_of_q)
+        )
+
+    def closed_form(self) -> Callable | None:
+        return self._rated_stages if self._rated() else None
+
+    def _rated_stages(self, t: RealScalarLike, q: Vector, v: Vector):
+        # φ = A v + c, ∂φ/∂q v = Ȧ v + ċ along the motion (Lemma 1)
+        A, rate = self.A_of_q(q), self.A_of_q.rate(q, v) @ v
+        phi = A @ v
+        if self.c_of_q is not None:
+            phi, rate = phi + self.c_of_q(q), rate + self.c_of_q.rate(q, v)
+        return phi, A, -rate
 
     def discrete_residual(
         self, t0: RealScalarLike, q0: Vector, dt: RealScalarLike, dq: Vector
@@ -346,6 +411,9 @@ class StackedConstraint(AbstractConstraint):
 
     def affine_in_v(self) -> bool:
         return all(c.affine_in_v() for c in self.constraints)
+
+    def closed_form(self) -> None:
+        return None
 
     def bind_time(self, time_dependent):
         return StackedConstraint(tuple(c.bind_time(time_dependent) for c in self.constraints))

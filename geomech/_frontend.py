@@ -13,6 +13,7 @@ and the compiled program.
 The engine (`_engine.py`) then runs the guarded, batched, sharded solve.
 """
 
+import dataclasses
 import functools
 import warnings
 from collections.abc import Callable
@@ -291,12 +292,13 @@ def solve_options(
 
 class Prepared(eqx.Module):
     """The validated options of a run (`prepare`): `options` for the engine, the stabilization,
-    and `t0`, `t1` as arrays of the state's dtype (so a new time does not recompile)."""
+    and `t0`, `t1` as arrays of the state's dtype (so a new time does not recompile; NumPy ones
+    where they are concrete)."""
 
     options: SolveOptions
     stabilization: AbstractStabilization
-    t0: jax.Array
-    t1: jax.Array
+    t0: jax.Array | np.ndarray
+    t1: jax.Array | np.ndarray
 
 
 def prepare(
@@ -340,7 +342,19 @@ def prepare(
     if isinstance(options.stepsize_controller, diffrax.PIDController):
         controller = options.stepsize_controller
         warn_if_imprecise(dtype, controller.rtol, controller.atol)
-    return Prepared(options, stabilization, jnp.asarray(t0, dtype), jnp.asarray(t1, dtype))
+    return Prepared(options, stabilization, _as_time(t0, dtype), _as_time(t1, dtype))
+
+
+def _as_time(t, dtype):
+    """`t` as an array of `dtype`: a NumPy one where it is concrete (no JAX dispatch on the
+    host, about 90 µs per scalar), else the traced value converted."""
+    return jnp.asarray(t, dtype) if isinstance(t, jax.core.Tracer) else np.asarray(t, dtype)
+
+
+def codes(item: PyTree) -> np.ndarray:
+    """The integer codes of an (array of) `eqx.Enumeration` item(s), read as NumPy: comparisons
+    of concrete results on the host without dispatching a JAX operation for each."""
+    return np.asarray(jtu.tree_leaves(item)[0])
 
 
 # -- throw, host or jit ---------------------------------------------------------------------------
@@ -349,9 +363,9 @@ def prepare(
 def raise_failures(failure: Failure, name: str = "simulate") -> None:
     """Raise a `ValueError` naming the trajectories that failed a precondition of `name` and why
     (concrete `failure` only)."""
-    lines = []
+    lines, failure = [], codes(failure)
     for item in FAILURES:
-        failed = np.asarray(failure == item)
+        failed = failure == codes(item)
         (index,) = np.nonzero(np.atleast_1d(failed))
         if index.size:
             shown = ", ".join(map(str, index[:20].tolist())) + (", ..." if index.size > 20 else "")
@@ -412,7 +426,7 @@ def run_checked(
 
     # the default adjoint serves reverse mode only: chosen here from the transformations that
     # trace this call (`_adjoint.automatic_adjoint`)
-    options = eqx.tree_at(lambda o: o.adjoint, options, automatic_adjoint(options.adjoint))
+    options = dataclasses.replace(options, adjoint=automatic_adjoint(options.adjoint))
 
     def run(given, throw_in_jit):
         return program(options, given, throw_in_jit)
@@ -422,17 +436,18 @@ def run_checked(
     if recheck is None:
         sol = run(None, False)
     else:
-        none = jtu.tree_map(lambda x: jnp.broadcast_to(x, batch_shape), Failure.successful)
+        none = jtu.tree_map(lambda x: np.broadcast_to(x, batch_shape), Failure.successful)
         try:
             sol, error = run(none, False), None
-            suspect = np.any(np.asarray(
-                (sol.result == diffrax.RESULTS.nonfinite) & (sol.failure == Failure.successful)
-            ))
+            suspect = np.any(
+                (codes(sol.result) == codes(diffrax.RESULTS.nonfinite))
+                & (codes(sol.failure) == codes(Failure.successful))
+            )
         except eqx.EquinoxRuntimeError as e:
             sol, error, suspect = None, e, True
         if suspect:
             failure = recheck()
-            if np.any(np.asarray(failure != Failure.successful)):
+            if np.any(codes(failure) != codes(Failure.successful)):
                 sol, error = run(failure, False), None
         if error is not None:
             raise error

@@ -270,8 +270,13 @@ def _constraint_stages(system: LagrangianSystem, t, q, v):
     """$\\phi$, $A = \\partial\\phi/\\partial v$ and
     $b = -(\\partial\\phi/\\partial q\\, v + \\partial_t\\phi)$ (Lemma 1) from one linearization of
     $\\phi$, with $A$ by reverse passes of its transpose, and the structural nonzero pattern of
-    $A$. Rows of $A$ with no column in common share one reverse pass (compressed Jacobian)."""
+    $A$. Rows of $A$ with no column in common share one reverse pass (compressed Jacobian). A
+    constraint that knows them in closed form gives them itself (`closed_form`)."""
     constraint = system.constraint
+    closed_form = constraint.closed_form()
+    if closed_form is not None:
+        (_, pattern, _), (phi, A, b) = _traced(_call, closed_form, t, q, v)
+        return phi, A, b, pattern
     k = jax.eval_shape(constraint.residual, t, q, v).shape[0]
     pattern = _patterns(_constraint_derivatives, constraint, t, q, v, tuple(range(k)))[2]
     n_colors, colors = _coloring(pattern.T)

@@ -154,6 +154,42 @@ class _BodyFrameInChart(_BodiesInChart, AbstractBodyFrameLagrangian):
         return self.lagrangian.body_gravity(self.chart.point_to_second_order(q))
 
 
+class AbstractExplicitBodiesLagrangian(AbstractBodiesLagrangian):
+    """A bodies Lagrangian that knows its partial velocities $B_b = \\partial u_b/\\partial v$,
+    $W_b = \\partial\\omega_b/\\partial v$ (`partial_velocities`) and their rates along the motion
+    at fixed $v$, $\\dot B_b v$, $\\dot W_b v$ (`velocity_rates`), in closed form, in a uniform field
+    of gravity $g$ (`gravity`; `potential` must be its, $U = -\\sum_b m_b\\, g\\cdot x_b$): Kane's
+    equations then take no derivative at all (`ExplicitBodiesForm`), e.g. a rolling body
+    (`gm.RollingBody`), whose height couples its attitude into $u$."""
+
+    @abc.abstractmethod
+    def partial_velocities(self, q) -> tuple[Float[Array, "b 3 n"], Float[Array, "b 3 n"]]:
+        """$(B_b, W_b)$ at `q`: $u_b = B_b v$, $\\omega_b = W_b v$."""
+
+    @abc.abstractmethod
+    def velocity_rates(self, q, v) -> tuple[Float[Array, "b 3"], Float[Array, "b 3"]]:
+        """$(\\dot B_b v, \\dot W_b v)$: the rates of $u_b$, $\\omega_b$ along the motion through
+        $(q, v)$ with $\\dot v = 0$."""
+
+    @abc.abstractmethod
+    def gravity(self) -> Float[Array, "3"]:
+        """The uniform field $g$ in space (`potential` is its potential)."""
+
+
+class _ExplicitInChart(_BodiesInChart, AbstractExplicitBodiesLagrangian):
+    """An `AbstractExplicitBodiesLagrangian` written in a chart (`ExplicitBodiesForm.pull`) whose
+    velocity is the manifold's (a centred chart): its closed forms, read at the chart's point."""
+
+    def partial_velocities(self, q):
+        return self.lagrangian.partial_velocities(self.chart.point_to_second_order(q))
+
+    def velocity_rates(self, q, v):
+        return self.lagrangian.velocity_rates(self.chart.point_to_second_order(q), v)
+
+    def gravity(self):
+        return self.lagrangian.gravity()
+
+
 class AbstractForm(eqx.Module):
     """How $M$ and $Q$ of a Lagrangian are found: chosen once, by the Lagrangian's type, when
     the system is built (`LagrangianSystem.form`)."""
@@ -244,6 +280,33 @@ class BodyFrameForm(AbstractForm):
         return _kane_mass(L, *jax.jacfwd(L.body_velocities)(v), seeds)
 
 
+class ExplicitBodiesForm(AbstractForm):
+    """An `AbstractExplicitBodiesLagrangian`: `BodiesForm`'s Kane equations [KaneLevinson1985]
+    from the Lagrangian's closed forms, $M = \\sum_b m_b B_b^\\top B_b + W_b^\\top I_b W_b$ and
+    $Q = -\\sum_b m_b B_b^\\top(\\dot B_b v - g) + W_b^\\top(I_b \\dot W_b v + \\omega_b\\times
+    I_b\\omega_b) + F^e$, gravity's part of $-\\partial U/\\partial q$ being its force on the partial
+    velocities (Kane's generalized active force)."""
+
+    def pull(self, lagrangian, chart, time_dependent):
+        return _ExplicitInChart(lagrangian, chart)
+
+    def force(self, system, t, q, v):
+        L = system.lagrangian
+        B, W = L.partial_velocities(q)
+        u_dot, w_dot = L.velocity_rates(q, v)
+        m, I = L.masses(), L.inertias()
+        w = W @ v
+        Iw = jnp.einsum("bij,bj->bi", I, w)
+        linear = m[:, None] * (u_dot - L.gravity()[None])
+        angular = jnp.einsum("bij,bj->bi", I, w_dot) + jnp.cross(w, Iw)
+        inertia = jnp.einsum("bin,bi->n", B, linear) + jnp.einsum("bin,bi->n", W, angular)
+        return -inertia + system.external_force(t, q, v)
+
+    def mass_times(self, system, t, q, v, seeds):
+        L = system.lagrangian
+        return _kane_mass(L, *L.partial_velocities(q), seeds)
+
+
 def _kane_mass(L: AbstractBodiesLagrangian, B, W, seeds):
     """$M = \\sum_b m_b B_b^\\top B_b + W_b^\\top I_b W_b$ from the partial velocities `B`, `W`
     `(b, 3, n)` (times `seeds`, `BodiesForm.mass_times`)."""
@@ -256,6 +319,8 @@ def form_of(lagrangian) -> AbstractForm:
     """The form of `lagrangian` (chosen once, `LagrangianSystem`)."""
     if isinstance(lagrangian, AbstractBodyFrameLagrangian):
         return BodyFrameForm()
+    if isinstance(lagrangian, AbstractExplicitBodiesLagrangian):
+        return ExplicitBodiesForm()
     return BodiesForm() if isinstance(lagrangian, AbstractBodiesLagrangian) else AutodiffForm()
 
 

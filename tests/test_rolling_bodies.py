@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import jaxlie
 import numpy as np
 import pytest
+from helpers import GeneralBodies, solvers
 from helpers import accelerations as every_acceleration
-from helpers import solvers
 
 import geomech as gm
 import geomech.models as gmm
@@ -247,24 +247,48 @@ def test_turntable_ball_every_solver_agrees():
         )
 
 
-@pytest.mark.parametrize("cls", [gmm.Rattleback, gmm.RollingDiskSO3])
-def test_kane_form_equals_the_general_path(cls):
-    """A rolling body's Lagrangian takes Kane's equations (`BodiesForm`); the same $L$ as an
-    arbitrary function takes the general path (autodiff): the accelerations agree to round-off
-    at random states on C (one solver: the forms give $M$ and $Q$, which every solver shares;
-    tests/test_rigid_body.py compares the forms with every solver)."""
+@pytest.mark.parametrize("cls", [gmm.Rattleback, gmm.RollingDiskSO3, gmm.TurntableBall])
+def test_closed_forms_equal_the_general_paths(cls):
+    """A rolling body's Lagrangian gives Kane's equations from its closed-form partial velocities
+    and their rates (`ExplicitBodiesForm`), its rolling constraint $\\phi$, $A$, $b$ in closed form
+    (`AbstractRatedField`); the same Lagrangian read through its velocities only takes
+    `BodiesForm`, as an arbitrary function autodiff, and the same constraint as plain functions
+    is differentiated. All stages agree to round-off at random states, on C or not, also on a
+    turntable (the constraint's free term), and so do the accelerations (one solver: the stages
+    are what every solver shares; tests/test_rigid_body.py compares the forms with every
+    solver)."""
     rng = np.random.default_rng(8)
     body = cls().rolling_body()
     fast = body.system()
-    general = eqx.tree_at(
-        lambda s: (s.lagrangian, s.form), fast,
-        (lambda q, v: body.lagrangian(q, v), gm.LagrangianSystem(body.lagrangian).form),
+    rows, free = fast.constraint.A_of_q, fast.constraint.c_of_q
+    plain = gm.LinearConstraint(
+        lambda q: rows(q), None if free is None else (lambda q: free(q))
     )
-    assert [type(s.form).__name__ for s in (fast, general)] == ["BodiesForm", "AutodiffForm"]
-    states = _states_on_c(body, rng, 3)
+    general = lambda L: eqx.tree_at(
+        lambda s: (s.lagrangian, s.form, s.constraint), fast,
+        (L, gm.LagrangianSystem(L).form, plain),
+    )
+    systems = (fast, general(GeneralBodies(fast.lagrangian)), general(lambda q, v: body.lagrangian(q, v)))
+    assert [type(s.form).__name__ for s in systems] == [
+        "ExplicitBodiesForm", "BodiesForm", "AutodiffForm"
+    ]
+    assert [s.constraint.closed_form() is not None for s in systems] == [True, False, False]
+    assert (free is None) == (cls is not gmm.TurntableBall)
+    on_c = _states_on_c(body, rng, 2)
+    off_c = [gm.State(s.q, s.v + jnp.asarray(rng.normal(size=5))) for s in on_c]
+    for state in on_c + off_c:
+        stages = [eqx.filter_jit(gm.assemble)(s, state) for s in systems]
+        for name in ("M", "Q", "phi", "A", "b"):
+            ref = np.asarray(getattr(stages[2], name))
+            for other in stages[:2]:
+                np.testing.assert_allclose(
+                    getattr(other, name), ref, rtol=0, atol=1e-13 * max(np.abs(ref).max(), 1.0),
+                    err_msg=name,
+                )
     named = {"projection": gm.Projection()}
-    a_fast, a_general = (every_acceleration(s, states, named)["projection"] for s in (fast, general))
-    np.testing.assert_allclose(a_fast, a_general, rtol=0, atol=1e-12 * np.abs(a_general).max())
+    a = [every_acceleration(s, on_c, named)["projection"] for s in systems]
+    for other in a[:2]:
+        np.testing.assert_allclose(other, a[2], rtol=0, atol=1e-12 * np.abs(a[2]).max())
 
 
 # -- the models over time: integrals and closed forms -----------------------------------------

@@ -33,10 +33,10 @@ from jaxtyping import Array, ArrayLike, Bool, Float
 
 from .._bundle import State
 from .._checks import as_real_array, concrete
-from .._constraint import LinearConstraint
+from .._constraint import AbstractRatedField, LinearConstraint
 from .._contact import AbstractContact
 from .._geometry import SO3, Euclidean, Product, hat, rotate, rotation_matrix
-from .._system import AbstractBodiesLagrangian, LagrangianSystem
+from .._system import AbstractExplicitBodiesLagrangian, LagrangianSystem
 from ._rigid_body import RigidBody
 from ._surfaces import AbstractSurface
 
@@ -48,8 +48,16 @@ def _vertical(R: jaxlie.SO3) -> Float[Array, "3"]:
     return rotate(R.inverse(), jnp.array([0.0, 0.0, 1.0], R.wxyz.dtype))
 
 
-class _RollingRows(eqx.Module):
-    """$A(q) = [-(R\\hat s)_{xy},\\ I_2]$: $A v = \\dot x + [R(\\omega\\times s)]_{xy}$."""
+def _contact_rate(surface: AbstractSurface, R: Float[Array, "3 3"], w: Float[Array, "3"]):
+    """$s(\\gamma)$ and its rate $\\dot s = Ds(\\gamma)\\,\\dot\\gamma$ along $\\dot R = R\\hat\\omega$
+    ($\\gamma = R^\\top e_3$, $\\dot\\gamma = \\gamma\\times\\omega$), from the rotation matrix `R`."""
+    gamma = R[2]
+    return jax.jvp(surface.contact_point, (gamma,), (jnp.cross(gamma, w),))
+
+
+class _RollingRows(AbstractRatedField):
+    """$A(q) = [-(R\\hat s)_{xy},\\ I_2]$: $A v = \\dot x + [R(\\omega\\times s)]_{xy}$; its rate
+    $\\dot A = [-(R(\\hat\\omega\\hat s + \\hat{\\dot s}))_{xy},\\ 0]$."""
 
     surface: AbstractSurface
 
@@ -59,18 +67,30 @@ class _RollingRows(eqx.Module):
         rows = -(rotation_matrix(R) @ hat(s))[:2]
         return jnp.concatenate([rows, jnp.eye(2, dtype=rows.dtype)], axis=1)
 
+    def rate(self, q: tuple[jaxlie.SO3, Float[Array, "2"]], v: Float[Array, "5"]) -> Float[Array, "2 5"]:
+        R, w = rotation_matrix(q[0]), v[:3]
+        s, s_dot = _contact_rate(self.surface, R, w)
+        rows = -(R @ (hat(w) @ hat(s) + hat(s_dot)))[:2]
+        return jnp.concatenate([rows, jnp.zeros((2, 2), rows.dtype)], axis=1)
 
-class _TableTerm(eqx.Module):
+
+class _TableTerm(AbstractRatedField):
     """$c(q) = -\\Omega\\,[e_3\\times x_c]_{xy}$, $x_c = x + [R s]_{xy}$: the turntable's velocity
-    at the contact point."""
+    at the contact point; its rate with $\\dot x_c = \\dot x + [R(\\omega\\times s + \\dot s)]_{xy}$."""
 
     surface: AbstractSurface
-    rate: Float[Array, ""]
+    table_rate: Float[Array, ""]
 
     def __call__(self, q: tuple[jaxlie.SO3, Float[Array, "2"]]) -> Float[Array, "2"]:
         R, x = q
         xc = x + rotate(R, self.surface.contact_point(_vertical(R)))[:2]
-        return -self.rate * jnp.stack([-xc[1], xc[0]])
+        return -self.table_rate * jnp.stack([-xc[1], xc[0]])
+
+    def rate(self, q: tuple[jaxlie.SO3, Float[Array, "2"]], v: Float[Array, "5"]) -> Float[Array, "2"]:
+        R, w = rotation_matrix(q[0]), v[:3]
+        s, s_dot = _contact_rate(self.surface, R, w)
+        xc_dot = v[3:] + (R @ (jnp.cross(w, s) + s_dot))[:2]
+        return -self.table_rate * jnp.stack([-xc_dot[1], xc_dot[0]])
 
 
 def _check_surface(owner: str, surface: object) -> None:
@@ -243,11 +263,12 @@ class PlaneContact(AbstractContact):
         return self.rolling.surface.same_contact(_vertical(y0.q[0]), _vertical(y1.q[0]))
 
 
-class RollingLagrangian(AbstractBodiesLagrangian):
+class RollingLagrangian(AbstractExplicitBodiesLagrangian):
     """The Lagrangian of a `RollingBody`: its body's $T - U$ with the origin at
     $X = (x, y, z(R))$ moving with $\\dot X = (\\dot x, \\dot y, s\\cdot(\\omega\\times\\gamma))$
     [BorisovMamaev2002], so the centre of mass moves with $u = \\dot X + R(\\omega\\times c)$ and
-    $U = m g\\,(X + Rc)_3$ (Kane's form, `gm.AbstractBodiesLagrangian`)."""
+    $U = m g\\,(X + Rc)_3$ (Kane's form, `gm.AbstractBodiesLagrangian`), its partial
+    velocities and their rates in closed form (`partial_velocities`, `velocity_rates`)."""
 
     rolling: RollingBody
 
@@ -267,3 +288,32 @@ class RollingLagrangian(AbstractBodiesLagrangian):
         R, c = q[0], self.rolling.body.centre_of_mass
         height = (self.rolling.position(q) + rotate(R, c))[2]
         return self.rolling.body.mass * self.rolling.g * height
+
+    def partial_velocities(
+        self, q: tuple[jaxlie.SO3, Float[Array, "2"]]
+    ) -> tuple[Float[Array, "1 3 5"], Float[Array, "1 3 5"]]:
+        # u = e3 (γ × s)·ω - R ĉ ω + (ẋ, ẏ, 0): ż = s·(ω × γ), ω × c = -ĉ ω
+        R, c = rotation_matrix(q[0]), self.rolling.body.centre_of_mass
+        gamma = R[2]  # Rᵀ e3
+        s = self.rolling.surface.contact_point(gamma)
+        e3 = jnp.array([0.0, 0.0, 1.0], R.dtype)
+        B_omega = jnp.outer(e3, jnp.cross(gamma, s)) - R @ hat(c)
+        B = jnp.concatenate([B_omega, jnp.eye(3, 2, dtype=R.dtype)], axis=1)
+        W = jnp.eye(3, 5, dtype=R.dtype)
+        return B[None], W[None]
+
+    def velocity_rates(
+        self, q: tuple[jaxlie.SO3, Float[Array, "2"]], v: Float[Array, "5"]
+    ) -> tuple[Float[Array, "1 3"], Float[Array, "1 3"]]:
+        # along Ṙ = R ω̂: γ̇ = γ × ω, ṡ = Ds(γ) γ̇, d/dt R(ω × c) = R(ω × (ω × c)); ω̇ = 0
+        R, c, w = rotation_matrix(q[0]), self.rolling.body.centre_of_mass, v[:3]
+        gamma = R[2]
+        s, s_dot = _contact_rate(self.rolling.surface, R, w)
+        z_rate = (jnp.cross(jnp.cross(gamma, w), s) + jnp.cross(gamma, s_dot)) @ w
+        e3 = jnp.array([0.0, 0.0, 1.0], R.dtype)
+        u_dot = z_rate * e3 + R @ jnp.cross(w, jnp.cross(w, c))
+        return u_dot[None], jnp.zeros_like(w)[None]
+
+    def gravity(self) -> Float[Array, "3"]:
+        g = self.rolling.g
+        return jnp.stack([jnp.zeros_like(g), jnp.zeros_like(g), -g])
