@@ -84,7 +84,10 @@ class ContactWatch(eqx.Module):
         return ~(relative_normal_force(self.contact, t, y, a) <= 0)
 
     def undefined(self, t, y, args, **kwargs):
-        return self.contact.margin(t, y) - contact_tolerance(y.v.dtype)
+        margin = self.contact.margin(t, y) - contact_tolerance(y.v.dtype)
+        # in the dtype of a Python float: diffrax's root finder puts this value in a `lax.cond`
+        # beside a literal `0.0`, and a float32 margin under x64 would not match its branch
+        return margin.astype(jnp.result_type(float))
 
     def event(self, dtype) -> diffrax.Event:
         tol = float(np.finfo(dtype).eps) ** 0.75  # the root's time, to about 1e-12 in float64

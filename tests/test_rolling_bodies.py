@@ -448,6 +448,24 @@ def test_rattleback_energy_and_spin_reversal():
     assert np.all(spins[-5.0] < 0)  # not reversed in the same time
 
 
+def test_a_float32_rattleback_runs_in_float32_with_its_contact_watched():
+    """A float32 state of the rattleback (float64 parameters, x64 on) simulates in float32, the
+    plane contact's lift-off event included (diffrax's root finder had refused a float32
+    event value beside its float64 literal), and ends where the float64 run ends, to float32's
+    tolerance."""
+    model = gmm.Rattleback()
+    y0 = model.initial_state(omega=np.array([0.1, 0.2, 5.0]))
+    y32 = jax.tree_util.tree_map(lambda x: x.astype(jnp.float32), y0)
+    runs = {
+        y.v.dtype: gm.simulate(model.system(), y, 0.0, 0.5, rtol=1e-6, atol=1e-6) for y in (y0, y32)
+    }
+    sol32, sol64 = runs[jnp.dtype(jnp.float32)], runs[jnp.dtype(jnp.float64)]
+    assert sol32.result == diffrax.RESULTS.successful
+    assert {x.dtype for x in jax.tree_util.tree_leaves(sol32.states)} == {jnp.dtype(jnp.float32)}
+    v32, v64 = np.asarray(sol32.states.v[-1], np.float64), np.asarray(sol64.states.v[-1])
+    np.testing.assert_allclose(v32, v64, atol=1e-4 * np.max(np.abs(v64)))
+
+
 def test_disk_on_so3_follows_the_euler_angle_disk():
     """The thin disk on SO(3) × ℝ² and `gm.models.RollingDisk` in Euler angles, started in the
     same state (leaning and turning, away from the angles' singularity): the Euler-angle
