@@ -790,8 +790,12 @@ def test_clear_error_or_correct_result(seed, kind, index, scale, tol):
         assert (sol.failure == getattr(gm.Failure, expected[kind]))[1] and not ok[1]
     if kind in ("none", "fast"):
         assert (sol.failure == gm.Failure.none)[1]
-    if kind == "none":  # the same state twice: the same trajectory
-        np.testing.assert_array_equal(sol.states.q[0], sol.states.q[1])
+    if kind == "none":  # the same state twice: the same trajectory, to the integration's accuracy
+        # (not bit for bit: XLA:CPU vectorizes a batch's loops so that some lanes round unlike
+        # others, e.g. the third of three copies of one state differs in the last bit from the
+        # first two; bit equality holds lane by lane, against `clean` above)
+        scale = 1.0 + np.max(np.abs(np.asarray(sol.states.q[0])))
+        np.testing.assert_allclose(sol.states.q[0], sol.states.q[1], rtol=0, atol=10 * tol * scale)
 
 
 def _pair(a, b):
