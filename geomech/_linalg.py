@@ -44,7 +44,7 @@ _SMALL = 8
 def cholesky(M: Float[Array, "n n"]) -> Float[Array, "n n"]:
     """Lower Cholesky factor $L$ with $M = L L^\\top$; NaN (or a zero pivot) if $M$ is not SPD."""
     n = M.shape[0]
-    if n > _SMALL:
+    if n > _SMALL or n == 0:  # (LAPACK's kernels take empty matrices too)
         return jnp.linalg.cholesky(M)
     M = 0.5 * (M + M.T)  # read both triangles, so derivatives match those of a general solve
     i = jnp.arange(n)
@@ -61,7 +61,7 @@ def cholesky(M: Float[Array, "n n"]) -> Float[Array, "n n"]:
 def solve_lower(L: Float[Array, "n n"], B: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
     """$L^{-1} B$ for lower-triangular $L$ (forward substitution)."""
     n = L.shape[0]
-    if n > _SMALL:
+    if n > _SMALL or n == 0:  # (LAPACK's kernels take empty matrices too)
         return jax.scipy.linalg.solve_triangular(L, B, lower=True)
     X = []
     for i in range(n):
@@ -75,7 +75,7 @@ def solve_lower(L: Float[Array, "n n"], B: Float[Array, "n ..."]) -> Float[Array
 def solve_upper_transposed(L: Float[Array, "n n"], B: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
     """$L^{-\\top} B$ for lower-triangular $L$ (back substitution)."""
     n = L.shape[0]
-    if n > _SMALL:
+    if n > _SMALL or n == 0:  # (LAPACK's kernels take empty matrices too)
         return jax.scipy.linalg.solve_triangular(L, B, lower=True, trans="T")
     X = {}
     for i in reversed(range(n)):

@@ -588,6 +588,28 @@ def test_small_qr_is_lapacks(shape):
             np.testing.assert_allclose(jax.jit(d(mine))(X), d(lapack)(X), rtol=1e-11, atol=1e-12)
 
 
+@pytest.mark.parametrize("n", [0, 1, 3, 8])
+def test_small_cholesky_and_triangular_solves_are_lapacks(n):
+    """`_linalg.cholesky`, `solve_lower` and `solve_upper_transposed` (unrolled up to `_SMALL`,
+    rows stacked once) give LAPACK's factor and solutions to round-off, for one right-hand side
+    and several, empty matrices included."""
+    from geomech import _linalg as la
+
+    rng = np.random.default_rng(n)
+    X = rng.normal(size=(n, n))
+    M = jnp.asarray(X @ X.T + n * np.eye(n))
+    L = jax.jit(la.cholesky)(M)
+    assert L.shape == (n, n)
+    np.testing.assert_allclose(L, jnp.linalg.cholesky(M), rtol=0, atol=1e-13 * (1 + n))
+    for B in (jnp.asarray(rng.normal(size=n)), jnp.asarray(rng.normal(size=(n, 2)))):
+        lower = jax.scipy.linalg.solve_triangular(L, B, lower=True)
+        upper = jax.scipy.linalg.solve_triangular(L, B, lower=True, trans="T")
+        np.testing.assert_allclose(jax.jit(la.solve_lower)(L, B), lower, rtol=1e-13, atol=1e-14)
+        np.testing.assert_allclose(
+            jax.jit(la.solve_upper_transposed)(L, B), upper, rtol=1e-13, atol=1e-14
+        )
+
+
 def test_kane_bases_are_the_documented_constructions():
     """`Kane().W_basis` is an $M$-orthonormal basis of $\\mathcal{W}$ (Observation 12);
     `Kane(construction="bracket").W_basis` is the basis $\\Gamma(b_i)$ of $\\mathcal{W}$ with
