@@ -35,55 +35,45 @@ def min_singular_value(S: Float[Array, "k m"]) -> Float[Array, ""]:
 # elementwise work over the batch, whereas XLA on CPU runs a batch of LAPACK calls (cholesky,
 # triangular_solve, geqrf) one matrix at a time; for n <= _SMALL they are faster (`qr`: Kane's
 # and Gibbs–Appell's rattleback steps 1.6x faster, docs/performance.md; an LU solve replaced by
-# `qr` was not, so `jnp.linalg.solve` stays). Larger matrices use LAPACK. The unrolled kernels
-# keep their rows or columns apart and stack them once: written into an array (`.at[].set`),
-# each row became its own dynamic-update-slice pass over the batch in XLA:CPU.
+# `qr` was not, so `jnp.linalg.solve` stays). Larger matrices use LAPACK.
 _SMALL = 8
 
 
 def cholesky(M: Float[Array, "n n"]) -> Float[Array, "n n"]:
     """Lower Cholesky factor $L$ with $M = L L^\\top$; NaN (or a zero pivot) if $M$ is not SPD."""
     n = M.shape[0]
-    if n > _SMALL or n == 0:  # (LAPACK's kernels take empty matrices too)
+    if n > _SMALL:
         return jnp.linalg.cholesky(M)
     M = 0.5 * (M + M.T)  # read both triangles, so derivatives match those of a general solve
     i = jnp.arange(n)
-    columns = []  # of L, stacked once at the end
-    for j in range(n):
-        c = M[:, j]
-        for column in columns:
-            c = c - column * column[j]
+    L = jnp.zeros_like(M)
+    for j in range(n):  # column algorithm; L[:, j:] is still zero
+        c = M[:, j] - L @ L[j, :]
         d = jnp.sqrt(c[j])
-        columns.append(jnp.where(i > j, c / d, jnp.where(i == j, d, 0.0)))
-    return jnp.stack(columns, axis=1)
+        L = L.at[:, j].set(jnp.where(i > j, c / d, jnp.where(i == j, d, 0.0)))
+    return L
 
 
 def solve_lower(L: Float[Array, "n n"], B: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
     """$L^{-1} B$ for lower-triangular $L$ (forward substitution)."""
     n = L.shape[0]
-    if n > _SMALL or n == 0:  # (LAPACK's kernels take empty matrices too)
+    if n > _SMALL:
         return jax.scipy.linalg.solve_triangular(L, B, lower=True)
-    X = []
-    for i in range(n):
-        r = B[i]
-        for k in range(i):
-            r = r - L[i, k] * X[k]
-        X.append(r / L[i, i])
-    return jnp.stack(X)
+    X = jnp.zeros_like(B)
+    for i in range(n):  # X[i:] is still zero
+        X = X.at[i].set((B[i] - L[i, :] @ X) / L[i, i])
+    return X
 
 
 def solve_upper_transposed(L: Float[Array, "n n"], B: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
     """$L^{-\\top} B$ for lower-triangular $L$ (back substitution)."""
     n = L.shape[0]
-    if n > _SMALL or n == 0:  # (LAPACK's kernels take empty matrices too)
+    if n > _SMALL:
         return jax.scipy.linalg.solve_triangular(L, B, lower=True, trans="T")
-    X = {}
-    for i in reversed(range(n)):
-        r = B[i]
-        for k in range(i + 1, n):
-            r = r - L[k, i] * X[k]
-        X[i] = r / L[i, i]
-    return jnp.stack([X[i] for i in range(n)])
+    X = jnp.zeros_like(B)
+    for i in reversed(range(n)):  # X[:i+1] is still zero
+        X = X.at[i].set((B[i] - L[:, i] @ X) / L[i, i])
+    return X
 
 
 def qr(
