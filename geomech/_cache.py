@@ -12,7 +12,8 @@ Three things are added to JAX's own cache (`jax._src.compilation_cache`, `jax._s
 - an entry is written to a temporary file and renamed into place (an interrupted write leaves no
     truncated entry), and a damaged one (truncated, corrupted: it does not decompress) is a miss
     whose program, compiled again, replaces it; JAX would warn about it, once per program, and
-    keep it for ever (`LRUCache.put` skips an existing key);
+    keep it for ever (`LRUCache.put` skips an existing key); a sound entry that another process
+    sharing the directory wrote meanwhile is kept, and is not reported;
 - a directory that cannot be written to (read-only, full) is still read, and reported once;
     every problem is one `UserWarning` per directory with its remedy (`cache_counts()` counts
     them), instead of one JAX warning per program.
@@ -39,6 +40,7 @@ _listening = False
 _TMP = ".geomech-tmp-"  # the prefix of an entry being written (renamed into place when complete)
 _STALE_TMP_S = 3600.0  # a temporary entry this old was left by an interrupted process
 _warned: set = set()
+_installed: pathlib.Path | None = None  # the directory of the cache `_install` made JAX's
 
 
 def default_cache_dir() -> pathlib.Path:
@@ -112,6 +114,10 @@ def _atomic_cache(path: pathlib.Path, max_size: int):
         def put(self, key: str, value: bytes) -> None:
             if not key:
                 raise ValueError("key cannot be empty")
+            if self.get(key) is not None:
+                # written since JAX's read missed, by another process sharing the directory
+                # (two test workers, parallel runs compiling the same program): kept
+                return
             entry = self.path / f"{key}{_CACHE_SUFFIX}"
             tmp = self.path / f"{_TMP}{uuid.uuid4().hex}"
             damaged = False
@@ -155,10 +161,12 @@ def _install(path: pathlib.Path) -> bool:
     names = ("_cache", "_cache_initialized", "_cache_initialized_mutex")
     if not all(hasattr(jax_cache, name) for name in names):
         return False
+    global _installed
     cache = _atomic_cache(path, jax.config.jax_compilation_cache_max_size)
     with jax_cache._cache_initialized_mutex:
         jax_cache._cache = cache
         jax_cache._cache_initialized = True
+    _installed = path
     return True
 
 
@@ -237,12 +245,15 @@ def compilation_cache(path=None):
     from jax.experimental.compilation_cache import compilation_cache as jax_cache
 
     saved = {k: getattr(jax.config, k) for k in _SETTINGS if hasattr(jax.config, k)}
+    enclosing = _installed if saved["jax_compilation_cache_dir"] == str(_installed) else None
     try:
         yield enable_compilation_cache(path)
     finally:
         for k, value in saved.items():
             jax.config.update(k, value)
         jax_cache.reset_cache()
+        if enclosing is not None:  # an enclosing geomech cache is given back as it was
+            _install(enclosing)
 
 
 def cache_counts() -> dict[str, int]:

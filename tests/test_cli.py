@@ -729,6 +729,20 @@ def test_enable_compilation_cache(tmp_path, monkeypatch):
         gm.enable_compilation_cache(tmp_path / "file" / "sub")
 
 
+def test_a_cache_enabled_in_a_with_block_gives_back_the_enclosing_one(tmp_path):
+    """A `compilation_cache` block inside another (the CLI run in-process by a notebook or a
+    test that has its own cache) restores the enclosing geomech cache itself, not JAX's plain
+    cache for its directory (whose writes are not atomic)."""
+    from jax._src import compilation_cache as jax_cache
+
+    with gm_cache.compilation_cache(tmp_path / "outer") as outer:
+        with gm_cache.compilation_cache(tmp_path / "inner"):
+            assert str(jax_cache._cache.path) == str(tmp_path / "inner")
+        assert type(jax_cache._cache).__name__ == "AtomicCache"
+        assert str(jax_cache._cache.path) == str(outer)
+        assert jax.config.jax_compilation_cache_dir == str(outer)
+
+
 def _cached_run(cache, out, *extra):
     """`geomech run pendulum` (short) in a new process with the cache `cache`: its summary's
     `compilation_cache` record and its stderr."""
@@ -825,6 +839,27 @@ def test_the_cache_heals_keeps_reading_when_it_cannot_write_and_reports_once(
             assert f"compilation cache {path} cannot be written (Read-only file system)" in message
             assert "GEOMECH_CACHE_DIR" in message and "--no-cache" in message
             assert sorted(p.name for p in path.iterdir()) == [entry.name]  # no partial entries
+
+
+def test_an_entry_another_process_wrote_meanwhile_is_kept_and_not_reported(tmp_path):
+    """Two processes sharing a cache (the test suite's workers, parallel runs) compile the same
+    program at once: both miss, and the second to write finds the first's entry in place. It is
+    sound: kept as it is, and neither counted nor reported as damaged."""
+    from jax._src import compilation_cache as jax_cache
+
+    f = jax.jit(lambda x: 3.0 * x - 1.0)
+    x = jnp.ones(7)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gm_cache.compilation_cache(tmp_path / "cache") as path:
+            f(x).block_until_ready()
+            (entry,) = path.glob("*-cache")
+            value, before = entry.read_bytes(), gm_cache.cache_counts()
+            jax_cache._cache.put(entry.name.removesuffix("-cache"), value)  # the second write
+            assert gm_cache.cache_counts() == before
+            assert entry.read_bytes() == value
+            assert sorted(p.name for p in path.iterdir()) == [entry.name]
+    assert caught == []
 
 
 def test_warnings_of_a_run_are_one_line_each_with_the_remedy_of_its_precision():

@@ -452,12 +452,13 @@ def test_a_float32_rattleback_runs_in_float32_with_its_contact_watched():
     """A float32 state of the rattleback (float64 parameters, x64 on) simulates in float32, the
     plane contact's lift-off event included (diffrax's root finder had refused a float32
     event value beside its float64 literal), and ends where the float64 run ends, to float32's
-    tolerance."""
+    tolerance: both at rtol = atol = 1e-5, what float32 can deliver (they agree to 9e-6 of the
+    velocity's scale; each is 1.7e-4 from a 1e-10 reference, the tolerance's global error)."""
     model = gmm.Rattleback()
     y0 = model.initial_state(omega=np.array([0.1, 0.2, 5.0]))
     y32 = jax.tree_util.tree_map(lambda x: x.astype(jnp.float32), y0)
     runs = {
-        y.v.dtype: gm.simulate(model.system(), y, 0.0, 0.5, rtol=1e-6, atol=1e-6) for y in (y0, y32)
+        y.v.dtype: gm.simulate(model.system(), y, 0.0, 0.5, rtol=1e-5, atol=1e-5) for y in (y0, y32)
     }
     sol32, sol64 = runs[jnp.dtype(jnp.float32)], runs[jnp.dtype(jnp.float64)]
     assert sol32.result == diffrax.RESULTS.successful
